@@ -1,0 +1,3 @@
+from opcheck.cli.app import main
+
+main()

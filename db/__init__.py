@@ -1,0 +1,1 @@
+"""The catalog: SQLModel tables, engine factory, build, snapshot, queries and the resolver."""

@@ -1,0 +1,97 @@
+"""Catalog tables (SQLModel). Only table classes live here.
+
+Every fact row carries ``source_id``: the upstream file (or snapshot file) it came from.
+"""
+
+from __future__ import annotations
+
+from sqlmodel import Field, SQLModel
+
+SCHEMA_VERSION = 1
+
+
+class Source(SQLModel, table=True):
+    """One upstream file that fed the catalog."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    scraper: str = Field(index=True)
+    path: str  # mirror-layout path, e.g. github/Ascend/op-plugin/7.2.0/op_plugin/config/...
+    url: str = ""  # the canonical upstream URL for the path
+    ref: str = ""
+    commit: str = ""
+    sha256: str = ""
+    fetched_at: str = ""
+    rows: int = 0
+
+
+class Release(SQLModel, table=True):
+    """A torch_npu release and its place in the version chain."""
+
+    torch_npu: str = Field(primary_key=True)  # 2.1.0.post17
+    torch: str = Field(index=True)  # 2.1.0
+    train: str = ""  # Ascend release train, 7.2.0
+    cann: str = ""  # 8.3.RC1
+    pythons: str = ""  # "3.8,3.9,3.10,3.11"
+    tag: str = ""  # v7.2.0-pytorch2.1.0
+    branch: str = ""  # v2.1.0-7.2.0
+    op_plugin_commit: str = ""
+    op_plugin_branch: str = ""
+    date: str = ""
+    sort_key: int = Field(default=0, index=True)  # position in version order (0 = oldest)
+    has_cpu_fallback: bool = False
+    # Where this release's kernel list comes from: wheel (exact), op_plugin (pinned commit),
+    # op_plugin_branch (branch head; approximate), none (matrix-only release).
+    kernel_source: str = "none"
+    source_id: int | None = Field(default=None, foreign_key="source.id")
+
+
+class Operator(SQLModel, table=True):
+    """An operator: ATen (from PyTorch's native_functions.yaml) or torch_npu custom (npu::)."""
+
+    op: str = Field(primary_key=True)  # aten::add.Tensor
+    namespace: str = Field(index=True)
+    name: str = Field(index=True)
+    overload: str = ""
+    schema_: str = Field(default="", sa_column_kwargs={"name": "schema"})
+    tags: str = ""  # comma-separated
+    dispatch: str = ""  # comma-separated dispatch keys named in native_functions.yaml
+    kernel_kind: str = ""  # CompositeImplicitAutograd | CompositeExplicitAutograd | ... | backend
+    structured_delegate: str = ""
+    source_id: int | None = Field(default=None, foreign_key="source.id")
+
+
+class NpuKernel(SQLModel, table=True):
+    """Operator × release: what torch_npu registers for it."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    op: str = Field(index=True, foreign_key="operator.op")
+    release: str = Field(index=True, foreign_key="release.torch_npu")
+    op_api: bool = False
+    acl_op: bool = False
+    native: bool = False
+    aclnn: str = ""
+    status: str = "kernel"  # kernel | tocpu | unsupported
+    source_id: int | None = Field(default=None, foreign_key="source.id")
+
+
+class Deprecation(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    op: str = Field(index=True)
+    replacement: str = ""
+    source_id: int | None = Field(default=None, foreign_key="source.id")
+
+
+class PythonSupport(SQLModel, table=True):
+    """Which Python versions a PyTorch version supports (per the torch_npu tables)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    torch: str = Field(index=True)
+    python: str
+    source_id: int | None = Field(default=None, foreign_key="source.id")
+
+
+class Meta(SQLModel, table=True):
+    """Key/value facts about the catalog itself (schema version, build time, torch used)."""
+
+    key: str = Field(primary_key=True)
+    value: str = ""
