@@ -1,19 +1,87 @@
-"""``opcheck`` entry point (placeholder until the commands land)."""
+"""``opcheck``: the Typer app. Commands parse options, call the library and render.
+
+``opcheck MODEL`` is the main verb: a first argument that is not a sub-command is routed to
+``check``. Library errors (``OpcheckError``) become one line on stderr and exit code 2.
+"""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-app = typer.Typer(no_args_is_help=True, add_completion=False)
+from opcheck.errors import OpcheckError
+
+app = typer.Typer(
+    name="opcheck",
+    help="Will this PyTorch model run on an Ascend NPU, at full speed, on these versions?\n\n"
+    "`opcheck MODEL` checks a model (same as `opcheck check MODEL`).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+EXIT_ERROR = 2
+
+CatalogOpt = Annotated[
+    Path | None,
+    typer.Option("--catalog", help="Catalog file (default: built from the bundled snapshot).",
+                 envvar="OPCHECK_CATALOG", show_default=False),
+]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table | json")]
 
 
-@app.command()
-def version() -> None:
-    """Print the opcheck version."""
-    from opcheck import __version__
+@contextmanager
+def handle_errors() -> Iterator[None]:
+    """Turn the library's errors into one line on stderr and exit code 2."""
+    try:
+        yield
+    except OpcheckError as exc:
+        typer.echo(f"opcheck: error: {exc}", err=True)
+        raise typer.Exit(EXIT_ERROR) from None
+    except KeyboardInterrupt:
+        typer.echo("opcheck: interrupted", err=True)
+        raise typer.Exit(130) from None
 
-    typer.echo(__version__)
+
+def _register() -> None:
+    # Command modules import their heavy dependencies lazily, so registering them is cheap
+    # and `opcheck --help` never imports torch or the database layer.
+    from . import commands_catalog, commands_check
+
+    for module in (commands_catalog, commands_check):
+        module.register(app)
+
+
+def command_names() -> set[str]:
+    names = set()
+    for c in app.registered_commands:
+        names.add(c.name or (c.callback.__name__.replace("_", "-") if c.callback else ""))
+    for g in app.registered_groups:
+        if g.name:
+            names.add(g.name)
+    return names
+
+
+def route(argv: list[str]) -> list[str]:
+    """``opcheck MODEL [opts]`` → ``opcheck check MODEL [opts]``."""
+    if not argv:
+        return argv
+    first = argv[0]
+    if first in ("--help", "-h", "--version"):
+        return argv
+    if first.startswith("-") or first not in command_names():
+        return ["check", *argv]
+    return argv
+
+
+_register()
 
 
 def main() -> None:
-    app()
+    app(args=route(sys.argv[1:]), prog_name="opcheck")

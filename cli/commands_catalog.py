@@ -1,0 +1,148 @@
+"""Catalog commands: ``op``, ``releases``, ``diff``, ``sync``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .app import CatalogOpt, FormatOpt, handle_errors
+
+
+def _catalog(path: Path | None) -> Any:
+    from opcheck.db.engine import open_catalog
+    from opcheck.db.resolve import Catalog
+
+    return Catalog.load(open_catalog(path))
+
+
+def _check_format(fmt: str, allowed: tuple[str, ...] = ("table", "json")) -> None:
+    from opcheck.errors import UsageError
+
+    if fmt not in allowed:
+        raise UsageError(f"unknown format {fmt!r} (choose from {', '.join(allowed)})")
+
+
+def op(
+    name: Annotated[str, typer.Argument(help="Operator, e.g. aten::repeat_interleave.self_Tensor")],
+    fmt: FormatOpt = "table",
+    catalog: CatalogOpt = None,
+) -> None:
+    """An op's history across releases: status and kernel family per release."""
+    with handle_errors():
+        _check_format(fmt)
+        from opcheck.db.queries import op_history
+        from opcheck.opname import canonical
+
+        cat = _catalog(catalog)
+        opname = canonical(name)
+        rows = op_history(cat, opname)
+        first_any = next((h.release.torch_npu for h in rows
+                          if h.resolution and h.resolution.status == "npu"), "")
+        info = cat.operators.get(opname)
+        if fmt == "json":
+            doc = {
+                "schema_version": 1,
+                "op": opname,
+                "kernel_kind": info.kernel_kind if info else "",
+                "structured_delegate": info.structured_delegate if info else "",
+                "first_npu_release": first_any,
+                "releases": [
+                    {
+                        "torch_npu": h.release.torch_npu, "torch": h.release.torch,
+                        "train": h.release.train, "cann": h.release.cann,
+                        "kernel_source": h.release.kernel_source,
+                        "status": h.resolution.status if h.resolution else None,
+                        "kernel": h.resolution.kernel if h.resolution else None,
+                        "aclnn": h.resolution.aclnn if h.resolution else None,
+                        "via": list(h.resolution.via) if h.resolution else [],
+                    }
+                    for h in rows
+                ],
+            }
+            typer.echo(json.dumps(doc, indent=2))
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        from .render import status_text
+
+        console = Console()
+        kind = f"  ({info.kernel_kind}" + (f", delegates to {info.structured_delegate}" if info and info.structured_delegate else "") + ")" if info and info.kernel_kind else ""
+        console.print(f"[bold]{opname}[/bold]{kind}")
+        console.print(f"first release with an NPU kernel: [bold]{first_any or 'none'}[/bold]")
+        table = Table(show_edge=False)
+        for col in ("torch_npu", "torch", "train", "CANN", "status", "kernel", "via / note"):
+            table.add_column(col)
+        for h in rows:
+            r = h.resolution
+            if r is None:
+                table.add_row(h.release.torch_npu, h.release.torch, h.release.train,
+                              h.release.cann, "-", "", "no kernel list for this release")
+                continue
+            note = " → ".join(r.via[1:]) if len(r.via) > 1 else (r.aclnn or "")
+            table.add_row(h.release.torch_npu, h.release.torch, h.release.train, h.release.cann,
+                          status_text(r.status), r.kernel, note)
+        console.print(table)
+
+
+def releases(fmt: FormatOpt = "table", catalog: CatalogOpt = None) -> None:
+    """The release matrix: torch_npu ↔ PyTorch ↔ CANN ↔ Python, and where kernel facts come from."""
+    with handle_errors():
+        _check_format(fmt)
+        cat = _catalog(catalog)
+        if fmt == "json":
+            typer.echo(json.dumps({"schema_version": 1, "releases": [
+                {"torch_npu": r.torch_npu, "torch": r.torch, "train": r.train, "cann": r.cann,
+                 "pythons": [p for p in r.pythons.split(",") if p], "tag": r.tag,
+                 "cpu_fallback": r.has_cpu_fallback, "kernel_source": r.kernel_source,
+                 "date": r.date}
+                for r in cat.releases]}, indent=2))
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(show_edge=False)
+        for col in ("torch_npu", "torch", "train", "CANN", "Python", "tag", "kernels from"):
+            table.add_column(col)
+        for r in cat.releases:
+            table.add_row(r.torch_npu, r.torch, r.train, r.cann or "?", r.pythons.replace(",", " "),
+                          r.tag, r.kernel_source)
+        Console().print(table)
+
+
+def diff(
+    old: Annotated[str, typer.Argument(help="Older torch_npu release")],
+    new: Annotated[str, typer.Argument(help="Newer torch_npu release")],
+    fmt: FormatOpt = "table",
+    catalog: CatalogOpt = None,
+) -> None:
+    """Kernels added, removed, or whose family changed between two releases."""
+    with handle_errors():
+        _check_format(fmt)
+        from opcheck.db.queries import release_diff
+
+        cat = _catalog(catalog)
+        d = release_diff(cat, cat.release(old).torch_npu, cat.release(new).torch_npu)
+        if fmt == "json":
+            typer.echo(json.dumps({"schema_version": 1, "old": old, "new": new,
+                                   "added": d.added, "removed": d.removed,
+                                   "family_changed": [list(x) for x in d.family_changed]},
+                                  indent=2))
+            return
+        typer.echo(f"{old} → {new}: {len(d.added)} kernels added, {len(d.removed)} removed, "
+                   f"{len(d.family_changed)} changed family")
+        for op_name in d.added:
+            typer.echo(f"  + {op_name}")
+        for op_name in d.removed:
+            typer.echo(f"  - {op_name}")
+        for op_name, a, b in d.family_changed:
+            typer.echo(f"  ~ {op_name}: {a} → {b}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(op)
+    app.command()(releases)
+    app.command()(diff)

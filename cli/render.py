@@ -1,0 +1,54 @@
+"""Small rendering helpers shared by the commands (rich markup only; no logic)."""
+
+from __future__ import annotations
+
+STATUS_STYLE = {
+    "npu": "green",
+    "composite": "cyan",
+    "cpu_fallback": "yellow",
+    "unsupported": "bold red",
+    "unknown": "magenta",
+}
+
+
+def status_text(status: str) -> str:
+    style = STATUS_STYLE.get(status, "")
+    return f"[{style}]{status}[/{style}]" if style else status
+
+
+def render_report(report: object, console: object | None = None) -> None:
+    """The terminal view of a Report: header, verdict, problems table, then notes."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from opcheck.db.check import Report
+    from opcheck.db.report import _target_line, summary_line
+
+    assert isinstance(report, Report)
+    con = console if isinstance(console, Console) else Console()
+    con.print(f"[bold]opcheck[/bold] {report.model}  ·  {report.method} ({report.ir}, {report.mode})")
+    con.print(f"target: {_target_line(report)}")
+    for w in report.warnings:
+        con.print(f"[yellow]warning:[/yellow] {w}")
+    verdict_style = {"YES": "bold green", "MAYBE": "bold yellow", "NO": "bold red"}[report.verdict]
+    con.print(f"[{verdict_style}]{summary_line(report)}[/{verdict_style}]")
+    problems = report.problems
+    if problems:
+        table = Table(show_edge=False, title="problems", title_justify="left")
+        for col in ("op", "status", "calls", "dtypes", "where", "first NPU release", "workarounds"):
+            table.add_column(col, overflow="fold")
+        for f in problems:
+            first = f.first_npu_release or (f"{f.first_npu_release_any}*" if f.first_npu_release_any else "none")
+            where = "\n".join((f.locations or f.modules)[:2])
+            status = status_text(f.status) + (" [yellow](restricted)[/yellow]" if f.restricted else "")
+            table.add_row(f.op, status, str(f.count), ",".join(f.dtypes), where, first,
+                          "\n".join(w.id for w in f.workarounds))
+        con.print(table)
+        if any(not f.first_npu_release and f.first_npu_release_any for f in problems):
+            con.print("* only on another torch line")
+    if report.matrix:
+        m = report.matrix
+        con.print(f"oldest release running the whole model on the NPU: "
+                  f"[bold]{m['oldest_full_npu_release'] or 'none'}[/bold]")
+    for n in report.notes:
+        con.print(f"note: {n}")

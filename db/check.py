@@ -1,0 +1,213 @@
+"""The checker: an OpList resolved against a target release → a Report.
+
+Statuses come from the resolver only; this module groups, counts and judges them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from opcheck.errors import UsageError
+from opcheck.tracers.oplist import OpList
+from opcheck.versions import torch_minor
+
+from .resolve import SEVERITY, Catalog, ReleaseInfo, Resolver
+
+REPORT_SCHEMA_VERSION = 1
+FAIL_ON = ("unsupported", "fallback", "restricted", "never")
+
+
+@dataclass(frozen=True)
+class WorkaroundRef:
+    id: str
+    title: str
+    kind: str = ""
+    url: str = ""  # where the entry lives (file path or link)
+
+
+@dataclass(frozen=True)
+class Restriction:
+    """A documented limit of an op's Python API on the target (dtype or argument)."""
+
+    api: str
+    text: str
+    dtypes_seen_outside: tuple[str, ...] = ()
+    link: str = ""
+
+
+@dataclass
+class Finding:
+    op: str
+    status: str
+    kernel: str = ""
+    aclnn: str = ""
+    via: list[str] = field(default_factory=list)
+    reason: str = ""
+    count: int = 0
+    dtypes: list[str] = field(default_factory=list)
+    shapes: list[list[int]] = field(default_factory=list)
+    modules: list[str] = field(default_factory=list)
+    locations: list[str] = field(default_factory=list)
+    workarounds: list[WorkaroundRef] = field(default_factory=list)
+    first_npu_release: str = ""  # first release of the target's torch line with a kernel
+    first_npu_release_any: str = ""
+    restricted: bool = False
+    restrictions: list[Restriction] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    model: str
+    method: str
+    ir: str
+    target: dict[str, str]
+    verdict: str
+    fallback_calls: int
+    counts: dict[str, int]
+    ops: list[Finding]
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    mode: str = "inference"
+    catalog: dict[str, str] = field(default_factory=dict)
+    matrix: dict[str, Any] | None = None  # --all-releases
+
+    @property
+    def problems(self) -> list[Finding]:
+        return [f for f in self.ops if f.status not in ("npu", "composite") or f.restricted]
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"schema_version": REPORT_SCHEMA_VERSION, "kind": "opcheck.report"}
+        doc.update(asdict(self))
+        if self.matrix is None:
+            doc.pop("matrix")
+        return doc
+
+
+RestrictionLookup = Callable[[str, Sequence[str], ReleaseInfo], list[Restriction]]
+WorkaroundLookup = Callable[[str, ReleaseInfo], list[WorkaroundRef]]
+
+
+def verdict_of(findings: Sequence[Finding]) -> str:
+    statuses = {f.status for f in findings}
+    if "unsupported" in statuses:
+        return "NO"
+    if statuses & {"cpu_fallback", "unknown"} or any(f.restricted for f in findings):
+        return "MAYBE"
+    return "YES"
+
+
+def exit_code(report: Report, fail_on: str) -> int:
+    """0 when clean under ``fail_on``, 1 when there are findings at that level."""
+    if fail_on not in FAIL_ON:
+        raise UsageError(f"--fail-on must be one of {', '.join(FAIL_ON)}")
+    if fail_on == "never":
+        return 0
+    levels = {"unsupported": {"unsupported"},
+              "fallback": {"unsupported", "cpu_fallback", "unknown"},
+              "restricted": {"unsupported", "cpu_fallback", "unknown"}}[fail_on]
+    bad = any(f.status in levels for f in report.ops)
+    if fail_on == "restricted":
+        bad = bad or any(f.restricted for f in report.ops)
+    return 1 if bad else 0
+
+
+def check(
+    cat: Catalog,
+    oplist: OpList,
+    target: ReleaseInfo,
+    *,
+    cpu_fallback: bool = True,
+    workarounds: WorkaroundLookup | None = None,
+    restrictions: RestrictionLookup | None = None,
+) -> Report:
+    resolver = Resolver(cat, target.torch_npu, cpu_fallback=cpu_fallback)
+    uses = oplist.ops
+    resolutions = resolver.resolve_many([u.op for u in uses])
+    findings = []
+    for use, res in zip(uses, resolutions, strict=True):
+        f = Finding(
+            op=use.op, status=res.status, kernel=res.kernel, aclnn=res.aclnn,
+            via=list(res.via), reason=res.reason, count=use.count, dtypes=list(use.dtypes),
+            shapes=[list(s) for s in use.shapes], modules=list(use.modules),
+            locations=list(use.locations), first_npu_release=res.first_npu,
+            first_npu_release_any=res.first_npu_any,
+        )
+        if restrictions is not None:
+            f.restrictions = restrictions(use.op, use.dtypes, target)
+            f.restricted = any(r.dtypes_seen_outside for r in f.restrictions)
+        if workarounds is not None and (f.status not in ("npu", "composite") or f.restricted):
+            f.workarounds = workarounds(use.op, target)
+        findings.append(f)
+    findings.sort(key=lambda f: (-SEVERITY[f.status], -int(f.restricted), -f.count, f.op))
+    counts = Counter(f.status for f in findings)
+    warnings = []
+    if oplist.torch_version:
+        try:
+            traced, wanted = torch_minor(oplist.torch_version), target.torch_minor
+        except ValueError:
+            traced, wanted = oplist.torch_version, target.torch_minor
+        if traced != wanted:
+            warnings.append(
+                f"the op list was traced with torch {oplist.torch_version} but torch_npu "
+                f"{target.torch_npu} is built for torch {target.torch}: op names and "
+                f"decompositions can differ between torch versions; trace with torch "
+                f"{target.torch} for an exact answer"
+            )
+    if oplist.ir == "pre-dispatch":
+        warnings.append(
+            "static listing (pre-dispatch IR): composite ops are still whole and decompositions "
+            "specific to the NPU device are not applied; trace at runtime (--trust) for the "
+            "exact op list"
+        )
+    return Report(
+        model=oplist.model, method=oplist.method, ir=oplist.ir,
+        target={"torch_npu": target.torch_npu, "torch": target.torch, "cann": target.cann,
+                "train": target.train, "pythons": target.pythons,
+                "kernel_source": target.kernel_source},
+        verdict=verdict_of(findings),
+        fallback_calls=sum(f.count for f in findings if f.status == "cpu_fallback"),
+        counts={s: counts.get(s, 0) for s in ("npu", "composite", "cpu_fallback",
+                                              "unsupported", "unknown")},
+        ops=findings, notes=list(oplist.notes), warnings=warnings, mode=oplist.mode,
+        catalog={k: v for k, v in cat.meta.items() if k in ("built_from", "torch_version",
+                                                            "snapshot_digest")},
+    )
+
+
+def all_releases_matrix(cat: Catalog, oplist: OpList, *, cpu_fallback: bool = True) -> dict[str, Any]:
+    """ops × releases → status, and the oldest release that runs every op on the NPU."""
+    ops = sorted(u.op for u in oplist.ops)
+    rows: dict[str, dict[str, str]] = {op: {} for op in ops}
+    clean: list[str] = []
+    releases = [r for r in cat.releases if r.has_kernels]
+    for rel in releases:
+        resolver = Resolver(cat, rel.torch_npu, cpu_fallback=cpu_fallback)
+        statuses = [resolver.resolve(op).status for op in ops]
+        for op, st in zip(ops, statuses, strict=True):
+            rows[op][rel.torch_npu] = st
+        if all(st in ("npu", "composite") for st in statuses):
+            clean.append(rel.torch_npu)
+    return {
+        "releases": [r.torch_npu for r in releases],
+        "ops": rows,
+        "oldest_full_npu_release": clean[0] if clean else "",
+        "full_npu_releases": clean,
+    }
+
+
+def baseline_filter(report: Report, baseline: Mapping[str, Any]) -> Report:
+    """Keep only the ops whose status is new or changed since ``baseline`` (a report JSON)."""
+    try:
+        old = {o["op"]: (o["status"], bool(o.get("restricted"))) for o in baseline["ops"]}
+    except (KeyError, TypeError):
+        raise UsageError("baseline is not an opcheck report JSON (no ops list)") from None
+    kept = [f for f in report.ops if old.get(f.op) != (f.status, f.restricted)]
+    report.notes.append(
+        f"baseline: {len(report.ops) - len(kept)} ops unchanged and hidden; "
+        f"{len(kept)} new or changed"
+    )
+    report.ops = kept
+    return report

@@ -1,0 +1,111 @@
+"""The catalog's facts in memory: what a sync collects and what the snapshot stores.
+
+One shape feeds both writers (SQLite and the diffable snapshot), so a catalog built from the
+mirror and one built from the bundled snapshot hold the same facts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SourceRec:
+    id: int
+    scraper: str
+    path: str
+    url: str = ""
+    ref: str = ""
+    commit: str = ""
+    sha256: str = ""
+    rows: int = 0
+    fetched_at: str = ""
+
+
+@dataclass
+class ReleaseRec:
+    torch_npu: str
+    torch: str
+    train: str = ""
+    cann: str = ""
+    pythons: str = ""
+    tag: str = ""
+    branch: str = ""
+    op_plugin_commit: str = ""
+    op_plugin_branch: str = ""
+    date: str = ""
+    sort_key: int = 0
+    has_cpu_fallback: bool = False
+    kernel_source: str = "none"
+    source_id: int | None = None
+    # Provenance of the kernel facts of this release (not columns of their own in the
+    # snapshot's kernel file: every kernel row of the release points to one of these).
+    kernel_source_id: int | None = None
+    native_source_id: int | None = None
+
+
+@dataclass
+class OperatorRec:
+    op: str
+    namespace: str
+    name: str
+    overload: str = ""
+    schema: str = ""
+    tags: str = ""
+    dispatch: str = ""
+    kernel_kind: str = ""
+    structured_delegate: str = ""
+    source_id: int | None = None
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    """What a release registers for one op; releases with equal facts group in the snapshot."""
+
+    status: str = "kernel"  # kernel | tocpu | unsupported
+    op_api: bool = False
+    acl_op: bool = False
+    native: bool = False
+    aclnn: str = ""
+
+
+@dataclass
+class KernelRec:
+    op: str
+    release: str
+    facts: KernelFacts
+    source_id: int | None = None
+
+
+@dataclass
+class DeprecationRec:
+    op: str
+    replacement: str = ""
+    source_id: int | None = None
+
+
+@dataclass
+class PythonRec:
+    torch: str
+    python: str
+    source_id: int | None = None
+
+
+@dataclass
+class CatalogData:
+    sources: list[SourceRec] = field(default_factory=list)
+    releases: list[ReleaseRec] = field(default_factory=list)
+    operators: list[OperatorRec] = field(default_factory=list)
+    kernels: list[KernelRec] = field(default_factory=list)
+    deprecations: list[DeprecationRec] = field(default_factory=list)
+    pythons: list[PythonRec] = field(default_factory=list)
+    meta: dict[str, str] = field(default_factory=dict)
+
+    def add_source(self, scraper: str, path: str, **kw: str | int) -> int:
+        """Register a source once per (scraper, path); returns its id."""
+        for s in self.sources:
+            if s.scraper == scraper and s.path == path:
+                return s.id
+        sid = len(self.sources) + 1
+        self.sources.append(SourceRec(sid, scraper, path, **kw))  # type: ignore[arg-type]
+        return sid
