@@ -142,7 +142,88 @@ def diff(
             typer.echo(f"  ~ {op_name}: {a} → {b}")
 
 
+
+
+def sync(
+    mirror: Annotated[Path | None, typer.Option("--mirror", help="Read upstream files from a mirror directory (the ../shared/upstream layout)", show_default=False)] = None,
+    live: Annotated[bool, typer.Option("--live", help="Fetch upstream files over HTTP")] = False,
+    host: Annotated[str, typer.Option("--host", help="Live source: github | gitcode")] = "github",
+    wheels: Annotated[str, typer.Option("--wheels", help="Live: which published wheels to read with pip download: all | none | V1,V2")] = "all",
+    save_mirror: Annotated[Path | None, typer.Option("--save-mirror", help="Also save every fetched file into DIR (an offline mirror)", show_default=False)] = None,
+    snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Also write the diffable snapshot into DIR", show_default=False)] = None,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Rebuild the catalog from upstream (a mirror directory or live), atomically.
+
+    Every source is tried; failures are listed at the end with exit code 1 and the previous
+    catalog stays in place.
+    """
+    with handle_errors():
+        from opcheck.db.build import write_catalog
+        from opcheck.db.engine import synced_catalog_path
+        from opcheck.db.snapshot import write_snapshot
+        from opcheck.db.sync import collect, installed_universe
+        from opcheck.errors import UsageError
+        from opcheck.paths import cache_dir
+        from opcheck.scrapers.sources import HttpSource, MirrorSource, PipWheelSource, SavingSource
+
+        if (mirror is None) == (not live):
+            raise UsageError("give exactly one of --mirror DIR or --live")
+        wanted: list[str] | None = None
+        if mirror is not None:
+            if not mirror.is_dir():
+                raise UsageError(f"mirror directory {mirror} does not exist")
+            source: Any = MirrorSource(mirror)
+        else:
+            pip = PipWheelSource(cache_dir() / "wheels")
+            source = HttpSource(host=host, cache_dir=cache_dir() / "http", wheels=pip)
+            wanted = None if wheels == "all" else [] if wheels == "none" else wheels.split(",")
+        if save_mirror is not None:
+            source = SavingSource(source, save_mirror)
+        universe = installed_universe()
+        if universe is None:
+            raise UsageError("the ATen op list comes from the installed torch: "
+                             "pip install 'opcheck[trace]' (or torch) first")
+        from rich.console import Console
+
+        err = Console(stderr=True)
+        with err.status("collecting") as status:
+            result = collect(source, universe=universe, progress=lambda m: status.update(m),
+                             wheels=_live_wheels(source, wanted) if live else None)
+        for note in result.notes:
+            err.print(f"note: {note}")
+        if result.failures:
+            for f in result.failures:
+                err.print(f"[red]failed:[/red] {f}")
+            err.print(f"{len(result.failures)} source(s) failed; the catalog was not replaced")
+            raise typer.Exit(1)
+        target = catalog or synced_catalog_path()
+        write_catalog(result.data, target)
+        d = result.data
+        usable = sum(1 for r in d.releases if r.kernel_source != "none")
+        err.print(f"catalog {target}: {len(d.releases)} releases ({usable} with kernel lists), "
+                  f"{len(d.operators)} operators, {len(d.kernels)} kernel facts, "
+                  f"{len(d.sources)} sources; {len(result.conflicts)} table conflicts resolved")
+        if snapshot is not None:
+            write_snapshot(d, snapshot)
+            err.print(f"snapshot written to {snapshot}")
+
+
+def _live_wheels(source: Any, wanted: list[str] | None) -> list[str] | None:
+    """Live mode cannot list a package index: ask for every release from the matrix."""
+    if wanted is not None:
+        return wanted
+    from opcheck.scrapers.releases import load_matrix
+    from opcheck.versions import release_key
+
+    matrix, _tags, _tables = load_matrix(source)
+    # torch-npu wheels are published from 2.1.0.post8 on (DOMAIN.md).
+    return [r.torch_npu_version for r in matrix.rows
+            if release_key(r.torch_npu_version) >= release_key("2.1.0.post8")]
+
+
 def register(app: typer.Typer) -> None:
     app.command()(op)
     app.command()(releases)
     app.command()(diff)
+    app.command()(sync)

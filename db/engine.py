@@ -1,7 +1,7 @@
 """Where the catalog lives and how to open it. The one place engines are made.
 
-Order: ``--catalog PATH`` → ``$OPCHECK_CATALOG`` → a catalog in the user cache built from the
-bundled snapshot on first use (keyed by the snapshot's digest, so a new snapshot means a new
+Order: ``--catalog PATH`` → ``$OPCHECK_CATALOG`` → the catalog ``opcheck sync`` wrote into the
+user cache → a catalog in the user cache built from the bundled snapshot on first use (keyed by the snapshot's digest, so a new snapshot means a new
 catalog file and never a stale one).
 """
 
@@ -12,7 +12,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine
 from sqlmodel import create_engine
 
 from opcheck.errors import CatalogError
@@ -33,12 +33,9 @@ def make_engine(path: Path, *, readonly: bool = True) -> Engine:
 
         engine = create_engine("sqlite://", creator=connect)
     else:
+        # Only the builder writes, into a private temporary file; it checks foreign keys once
+        # at the end (per-row checks triple the first-use build time).
         engine = create_engine(f"sqlite:///{path}")
-
-    @event.listens_for(engine, "connect")
-    def _pragmas(dbapi_conn: sqlite3.Connection, _record: object) -> None:
-        dbapi_conn.execute("PRAGMA foreign_keys=ON")
-
     return engine
 
 
@@ -69,6 +66,9 @@ def resolve_catalog_path(explicit: Path | None = None) -> Path:
     env = os.environ.get("OPCHECK_CATALOG")
     if env:
         return Path(env)
+    synced = synced_catalog_path()
+    if synced.is_file():
+        return synced
     snap = snapshot_dir()
     target = cache_dir() / f"catalog-{snapshot_digest(snap)[:16]}.sqlite"
     if not target.is_file():
@@ -77,6 +77,11 @@ def resolve_catalog_path(explicit: Path | None = None) -> Path:
 
         write_catalog(read_snapshot(snap), target)
     return target
+
+
+def synced_catalog_path() -> Path:
+    """Where `opcheck sync` writes by default; preferred over the bundled snapshot."""
+    return cache_dir() / "catalog.sqlite"
 
 
 def open_catalog(explicit: Path | None = None) -> Engine:

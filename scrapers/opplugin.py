@@ -1,0 +1,935 @@
+"""Parsers for op-plugin's kernel registry: ``op_plugin_functions.yaml``, ``derivatives.yaml``
+(and ``aclnn_derivatives.yaml``) and ``deprecated.yaml``.
+
+Pure functions: text in, rows out. Every parser is strict: an unknown section, an unknown
+key in an entry, a value of the wrong shape or a version that the file's ``all_version`` does
+not list raises :class:`~opcheck.errors.ScrapeError` naming ``origin.path`` and the line, so a
+format change upstream fails loudly instead of silently dropping ops.
+
+Three formats of ``op_plugin_functions.yaml`` exist (:func:`detect_format`):
+
+``per_version``
+    One file per torch minor version in ``op_plugin/config/vXrY/`` (branches 5.0.x, 6.0.rc1,
+    6.0.rc2). ``impl_ns: acl_op, op_api`` per entry; ``tocpu:`` / ``unsupported:`` are lists of
+    bare ``name.overload`` strings (rows with status ``tocpu`` / ``unsupported``). The torch
+    version is the folder name (``v1r11`` → ``1.11``, ``v2r1`` → ``2.1``): taken from the
+    ``torch`` argument, else from ``origin.path``; when both are given they must agree.
+    ``custom_supported:`` (``v2r2`` of branch 5.0.x, when torch 2.2 was new) repeats ops of the
+    ``custom`` section by schema only; it adds rows only for ops not already in ``custom``.
+``transitional``
+    The combined file of branch 6.0.rc2: parallel comma lists ``impl_ns: acl_op, op_api, ...``
+    and ``version: 1,11, 1,11, 2.0, ...`` paired positionally (``1,11`` is upstream's spelling of
+    1.11). A length mismatch is an error.
+``combined``
+    6.0.rc3 onwards: top-level ``all_version: [v2.1, ...]`` and per-entry version specs in
+    ``acl_op:`` / ``op_api:`` (and ``sparse:``, ``dvm:``, tocpu/unsupported ``version:``). A spec
+    is ``all_version``; a two-element range ``[v2.1, newest]`` / ``[v2.1, v2.6]`` (inclusive,
+    over the versions of ``all_version``); or one version or a comma list (``v2.2``,
+    ``v2.1, v2.2``). Rows are expanded to one per torch minor version.
+
+Rows: one :class:`KernelRow` per (op, torch minor, status). ``status`` is ``kernel`` when
+``acl_op``, ``op_api`` or ``dvm`` registers a dense kernel for that version, ``tocpu`` /
+``unsupported`` for those lists, and ``sparse`` for a ``sparse:`` registration (a kernel for
+the SparsePrivateUse1 key only: it does not make dense tensors run on the NPU, so it gets its
+own row rather than a flag). ``aclnn`` is the first token of ``gen_opapi.exec``
+(``aclnnGeluV2``); an entry whose ``gen_opapi`` only says ``structured_inherit: ceil.out``
+takes the ``exec`` of that entry.
+
+Namespace rule (op-plugin YAML spells names without namespace): sections ``official``,
+``autograd``, ``quant``, ``tocpu``, ``unsupported`` → ``aten``; ``custom`` (and
+``custom_supported``) → ``npu``; ``symint`` → ``npu`` if the same name (``name.overload``) is
+defined in the file's ``custom`` section, ``aten`` if it is in ``official``, else ``npu`` when the
+name starts with ``npu_`` or ``_npu_``, else ``aten``.
+
+Duplicate keys: PyYAML keeps the last value of a key repeated in one mapping, and so do these
+parsers (torchgen's own loader would reject the file; op-plugin's generator reads it with
+PyYAML). A repeated key with the same value is harmless; with a different value the last one
+wins, as it does in the build. No file in the snapshot under ``../shared/upstream`` has one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from opcheck.errors import ScrapeError, UsageError
+from opcheck.opname import OpName
+from opcheck.scrapers.rows import DeprecatedRow, DerivativeRow, KernelRow, Origin
+
+try:  # libyaml's parser is ~15x faster than the pure-Python one; fall back when absent
+    from yaml import CSafeLoader as _BaseLoader
+except ImportError:  # pragma: no cover - depends on how PyYAML was built
+    from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
+
+__all__ = [
+    "FORMATS",
+    "LineDict",
+    "derivatives_paths",
+    "detect_format",
+    "functions_paths",
+    "load_yaml",
+    "parse_deprecated",
+    "parse_derivatives",
+    "parse_functions",
+]
+
+FORMATS = ("per_version", "transitional", "combined")
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML with line numbers
+
+
+class LineDict(dict[Any, Any]):
+    """A mapping from the YAML with the 1-based line of the mapping and of each key."""
+
+    line: int
+    key_lines: dict[Any, int]
+
+
+class LineList(list[Any]):
+    line: int
+    item_lines: list[int]
+
+
+class _LineLoader(_BaseLoader):
+    """SafeLoader whose mappings and sequences remember where they were."""
+
+    def construct_yaml_map(self, node: yaml.MappingNode) -> Iterator[LineDict]:  # type: ignore[override]
+        data = LineDict()
+        data.line = node.start_mark.line + 1
+        data.key_lines = {}
+        yield data
+        self.flatten_mapping(node)
+        for key_node, value_node in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, str | int | float | bool) and key is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, "unhashable key", key_node.start_mark
+                )
+            # Last value wins, like PyYAML; the key line of the last occurrence is kept too.
+            data[key] = self.construct_object(value_node, deep=True)
+            data.key_lines[key] = key_node.start_mark.line + 1
+
+    def construct_yaml_seq(self, node: yaml.SequenceNode) -> Iterator[LineList]:  # type: ignore[override]
+        data = LineList()
+        data.line = node.start_mark.line + 1
+        data.item_lines = [n.start_mark.line + 1 for n in node.value]
+        yield data
+        data.extend(self.construct_sequence(node, deep=True))
+
+
+_LineLoader.add_constructor("tag:yaml.org,2002:map", _LineLoader.construct_yaml_map)
+_LineLoader.add_constructor("tag:yaml.org,2002:seq", _LineLoader.construct_yaml_seq)
+
+
+def load_yaml(text: str, origin: Origin) -> Any:
+    """Load YAML keeping line numbers (``LineDict``/``LineList``); errors → ScrapeError."""
+    try:
+        return yaml.load(text, Loader=_LineLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = mark.line + 1 if mark is not None else None
+        raise ScrapeError(
+            f"malformed YAML: {e.problem or e.context or e}", source=origin.path, line=line
+        ) from e
+    except yaml.YAMLError as e:
+        raise ScrapeError(f"malformed YAML: {e}", source=origin.path) from e
+
+
+def _line_of(obj: Any, key: Any = None, default: int = 0) -> int:
+    if isinstance(obj, LineDict):
+        return obj.key_lines.get(key, obj.line) if key is not None else obj.line
+    if isinstance(obj, LineList):
+        if isinstance(key, int) and 0 <= key < len(obj.item_lines):
+            return obj.item_lines[key]
+        return obj.line
+    return default
+
+
+def _items(seq: Any) -> Iterator[tuple[int, Any]]:
+    """(line, item) of a YAML list; an empty section (``symint:`` with nothing) is []."""
+    if seq is None:
+        return
+    for i, item in enumerate(seq):
+        yield _line_of(seq, i), item
+
+
+class _Ctx:
+    """Error helper bound to one parsed file."""
+
+    def __init__(self, origin: Origin) -> None:
+        self.origin = origin
+        # The same few specs repeat thousands of times in one file; expanding once is ~2x faster.
+        self.spec_cache: dict[tuple[Any, tuple[str, ...]], tuple[str, ...]] = {}
+
+    def error(self, message: str, line: int | None) -> ScrapeError:
+        return ScrapeError(message, source=self.origin.path, line=line or None)
+
+
+def _expect_mapping(ctx: _Ctx, data: Any, what: str) -> LineDict:
+    if not isinstance(data, LineDict):
+        line = _line_of(data, default=1)
+        raise ctx.error(f"{what}: expected a mapping at top level, got {type(data).__name__}", line)
+    return data
+
+
+def _expect_list(ctx: _Ctx, value: Any, line: int, what: str) -> Any:
+    if value is not None and not isinstance(value, list):
+        raise ctx.error(f"{what}: expected a list, got {type(value).__name__}", line)
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Versions
+
+
+_FOLDER = re.compile(r"(?:^|/)v(\d+)r(\d+)/")
+_VERSION_TOKEN = re.compile(r"^v?(\d+)\.(\d+)$")
+
+
+def _minor(token: str) -> str | None:
+    m = _VERSION_TOKEN.match(token.strip())
+    return f"{int(m[1])}.{int(m[2])}" if m else None
+
+
+def _minor_key(minor: str) -> tuple[int, int]:
+    a, _, b = minor.partition(".")
+    return int(a), int(b)
+
+
+def torch_from_path(path: str) -> str | None:
+    """``.../config/v2r1/op_plugin_functions.yaml`` → ``2.1``; None outside a vXrY folder."""
+    m = _FOLDER.search(path)
+    return f"{int(m[1])}.{int(m[2])}" if m else None
+
+
+def _norm_torch(ctx: _Ctx, torch: str | None) -> str | None:
+    if torch is None:
+        return None
+    m = re.match(r"^v?(\d+)[.,r](\d+)", torch.strip())
+    if not m:
+        raise UsageError(f"not a torch version: {torch!r} (expected e.g. 2.1)")
+    return f"{int(m[1])}.{int(m[2])}"
+
+
+def _expand_spec(
+    ctx: _Ctx, spec: Any, all_versions: Sequence[str], line: int, key: str
+) -> list[str]:
+    """Versions (``2.1``...) that a combined-format spec selects, in ``all_version`` order."""
+    cache_key = (tuple(spec) if isinstance(spec, list) else spec, tuple(all_versions))
+    try:
+        hit = ctx.spec_cache.get(cache_key)
+    except TypeError:  # an unhashable spec: let the checks below report it
+        hit = None
+        cache_key = None  # type: ignore[assignment]
+    if hit is not None:
+        return list(hit)
+    versions = _expand_spec_uncached(ctx, spec, all_versions, line, key)
+    if cache_key is not None:
+        ctx.spec_cache[cache_key] = tuple(versions)
+    return versions
+
+
+def _expand_spec_uncached(
+    ctx: _Ctx, spec: Any, all_versions: Sequence[str], line: int, key: str
+) -> list[str]:
+    if isinstance(spec, str) and spec.strip() == "all_version":
+        return list(all_versions)
+    if isinstance(spec, list):
+        if len(spec) != 2 or not all(isinstance(s, str) for s in spec):
+            raise ctx.error(f"{key}: a range must be [vA.B, vC.D|newest], got {spec!r}", line)
+        lo = _minor(spec[0])
+        hi_text = spec[1].strip()
+        hi = all_versions[-1] if hi_text == "newest" else _minor(hi_text)
+        if lo is None or hi is None:
+            raise ctx.error(f"{key}: bad version range {spec!r}", line)
+        for bound in (lo, hi):
+            if bound not in all_versions:
+                raise ctx.error(f"{key}: {bound} in {spec!r} is not in all_version", line)
+        if _minor_key(lo) > _minor_key(hi):
+            raise ctx.error(f"{key}: empty range {spec!r}", line)
+        return [v for v in all_versions if _minor_key(lo) <= _minor_key(v) <= _minor_key(hi)]
+    if isinstance(spec, str):
+        out: list[str] = []
+        for token in spec.split(","):
+            v = _minor(token)
+            if v is None:
+                raise ctx.error(f"{key}: bad version {token.strip()!r} in {spec!r}", line)
+            if v not in all_versions:
+                raise ctx.error(f"{key}: {v} is not in all_version", line)
+            if v not in out:
+                out.append(v)
+        return sorted(out, key=_minor_key)
+    raise ctx.error(f"{key}: expected a version spec, got {spec!r}", line)
+
+
+def _parse_all_version(ctx: _Ctx, data: LineDict) -> list[str]:
+    raw = data.get("all_version")
+    line = _line_of(data, "all_version")
+    if not isinstance(raw, list) or not raw:
+        raise ctx.error(f"all_version: expected a non-empty list, got {raw!r}", line)
+    out: list[str] = []
+    for token in raw:
+        v = _minor(str(token))
+        if v is None:
+            raise ctx.error(f"all_version: bad version {token!r}", line)
+        out.append(v)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# op_plugin_functions.yaml
+
+_SECTIONS = (
+    "official",
+    "custom",
+    "symint",
+    "autograd",
+    "quant",
+    "tocpu",
+    "unsupported",
+    "custom_supported",
+)
+_LIST_SECTIONS = ("tocpu", "unsupported")
+_IMPL_NS = ("acl_op", "op_api")
+# Keys that only tune code generation or Python exposure: popped and checked, no row effect.
+_PASSIVE_KEYS = frozenset(
+    {
+        "exposed",
+        "expose",  # typo in 6.0.rc3 for exposed (npu_fused_infer_attention_score)
+        "device_check",
+        "dispatch",
+        "internal_format_opapi",
+        "structured",
+        "structured_delegate",
+        "tags",
+        "use_const_ref_for_mutable_tensors",
+        "variants",
+        "kernel",  # transitional format: the C++ files that hold the kernels
+    }
+)
+_KEYS_BY_FORMAT: dict[str, frozenset[str]] = {
+    "per_version": frozenset({"func", "impl_ns", "sparse", "gen_opapi"}) | _PASSIVE_KEYS,
+    "transitional": frozenset({"func", "impl_ns", "version", "sparse", "gen_opapi"})
+    | _PASSIVE_KEYS,
+    "combined": frozenset({"func", "acl_op", "op_api", "dvm", "sparse", "version", "gen_opapi"})
+    | _PASSIVE_KEYS,
+}
+
+_COMBINED_RE = re.compile(r"^all_version\s*:", re.MULTILINE)
+_TRANSITIONAL_RE = re.compile(r"^\s+version\s*:\s*1,11", re.MULTILINE)
+_TRANSITIONAL_RE2 = re.compile(r"^\s+impl_ns\s*:[^\n]*\n\s+version\s*:", re.MULTILINE)
+
+
+def detect_format(text: str) -> str:
+    """``per_version`` | ``transitional`` | ``combined``, from the text alone (cheap).
+
+    ``combined`` has a top-level ``all_version:``; ``transitional`` has per-entry ``version:``
+    next to ``impl_ns:``; anything else is the per-version layout.
+    """
+    if _COMBINED_RE.search(text):
+        return "combined"
+    if _TRANSITIONAL_RE.search(text) or _TRANSITIONAL_RE2.search(text):
+        return "transitional"
+    return "per_version"
+
+
+def _base_name(ctx: _Ctx, func: Any, line: int) -> str:
+    """``name.overload`` of a ``func:`` schema or bare name, validated."""
+    if not isinstance(func, str) or not func.strip():
+        raise ctx.error(f"func: expected a schema or name, got {func!r}", line)
+    try:
+        return OpName.from_schema(func, "x").base
+    except UsageError as e:
+        raise ctx.error(f"func: not an operator schema: {func!r}", line) from e
+
+
+def _is_npu_name(base: str) -> bool:
+    return base.startswith(("npu_", "_npu_"))
+
+
+@dataclass
+class _Names:
+    custom: set[str]
+    official: set[str]
+
+    def namespace(self, section: str, base: str) -> str:
+        if section in ("custom", "custom_supported", "custom_autograd"):
+            return "npu"
+        if section == "symint":
+            if base in self.custom:
+                return "npu"
+            if base in self.official:
+                return "aten"
+            return "npu" if _is_npu_name(base) else "aten"
+        return "aten"
+
+
+def _collect_names(data: LineDict, custom_sections: Iterable[str] = ("custom",)) -> _Names:
+    def names(section: str) -> set[str]:
+        out: set[str] = set()
+        for entry in data.get(section) or ():
+            func = entry.get("func") if isinstance(entry, dict) else entry
+            if isinstance(func, str):
+                out.add(func.split("(", 1)[0].strip())
+        return out
+
+    custom: set[str] = set()
+    for s in custom_sections:
+        custom |= names(s)
+    return _Names(custom=custom, official=names("official"))
+
+
+def _aclnn(ctx: _Ctx, entry: LineDict, line: int) -> tuple[str | None, str | None]:
+    """(aclnn function from gen_opapi.exec, structured_inherit target)."""
+    gen = entry.get("gen_opapi")
+    if gen is None:
+        return None, None
+    gline = _line_of(entry, "gen_opapi", line)
+    if not isinstance(gen, dict):
+        raise ctx.error(f"gen_opapi: expected a mapping, got {gen!r}", gline)
+    exec_ = gen.get("exec")
+    inherit = gen.get("structured_inherit")
+    aclnn: str | None = None
+    if exec_ is not None:
+        if not isinstance(exec_, str) or not exec_.strip():
+            raise ctx.error(f"gen_opapi.exec: expected a string, got {exec_!r}", gline)
+        aclnn = exec_.split(",", 1)[0].strip()
+        if not re.fullmatch(r"[A-Za-z_]\w*", aclnn):
+            raise ctx.error(f"gen_opapi.exec: not a function name: {aclnn!r}", gline)
+    if inherit is not None and not isinstance(inherit, str):
+        raise ctx.error(f"gen_opapi.structured_inherit: expected a name, got {inherit!r}", gline)
+    return aclnn, inherit
+
+
+def _check_keys(ctx: _Ctx, entry: LineDict, allowed: frozenset[str], section: str) -> None:
+    for key in entry:
+        if key not in allowed:
+            raise ctx.error(
+                f"unknown key {key!r} in section {section!r}", _line_of(entry, key, entry.line)
+            )
+
+
+def _check_passive(ctx: _Ctx, entry: LineDict, all_versions: Sequence[str] | None) -> None:
+    """Shape-check keys that do not change rows, so a changed meaning is noticed."""
+    for key in ("exposed", "expose", "internal_format_opapi"):
+        if key in entry:
+            value = entry[key]
+            if isinstance(value, bool):
+                continue
+            if all_versions is None:
+                raise ctx.error(f"{key}: expected True/False, got {value!r}", _line_of(entry, key))
+            _expand_spec(ctx, value, all_versions, _line_of(entry, key), key)
+    for key in ("structured", "use_const_ref_for_mutable_tensors"):
+        if key in entry and not isinstance(entry[key], bool):
+            raise ctx.error(f"{key}: expected True/False, got {entry[key]!r}", _line_of(entry, key))
+    for key in ("device_check", "structured_delegate", "tags", "kernel", "variants"):
+        if key in entry and not isinstance(entry[key], str):
+            raise ctx.error(f"{key}: expected a string, got {entry[key]!r}", _line_of(entry, key))
+    if "dispatch" in entry and not isinstance(entry["dispatch"], dict):
+        raise ctx.error(
+            f"dispatch: expected a mapping, got {entry['dispatch']!r}", _line_of(entry, "dispatch")
+        )
+
+
+def _split_impl_ns(ctx: _Ctx, value: Any, line: int, allowed: Collection[str]) -> list[str]:
+    if not isinstance(value, str):
+        raise ctx.error(f"impl_ns: expected e.g. 'acl_op, op_api', got {value!r}", line)
+    tokens = [t.strip() for t in value.split(",")]
+    for t in tokens:
+        if t not in allowed:
+            raise ctx.error(f"impl_ns: unknown kernel family {t!r}", line)
+    return tokens
+
+
+@dataclass
+class _Reg:
+    """What one entry registers for one torch version."""
+
+    acl_op: bool = False
+    op_api: bool = False
+    dvm: bool = False
+    sparse: bool = False
+    sparse_op_api: bool = False
+
+
+def _emit(
+    out: list[KernelRow],
+    op: str,
+    section: str,
+    schema: str,
+    line: int,
+    aclnn: str | None,
+    regs: dict[str, _Reg],
+) -> None:
+    for torch, reg in regs.items():
+        if reg.acl_op or reg.op_api or reg.dvm:
+            out.append(
+                KernelRow(
+                    op=op,
+                    torch=torch,
+                    op_api=reg.op_api,
+                    acl_op=reg.acl_op,
+                    aclnn=aclnn if reg.op_api else None,
+                    section=section,
+                    schema=schema,
+                    line=line,
+                )
+            )
+        if reg.sparse:
+            out.append(
+                KernelRow(
+                    op=op,
+                    torch=torch,
+                    op_api=reg.sparse_op_api,
+                    status="sparse",
+                    section=section,
+                    schema=schema,
+                    line=line,
+                )
+            )
+
+
+def parse_functions(text: str, *, origin: Origin, torch: str | None = None) -> list[KernelRow]:
+    """Rows of one ``op_plugin_functions.yaml`` (any of the three formats).
+
+    ``torch`` (``2.1``): for a per-version file, the folder's version (else derived from
+    ``origin.path``); for the two combined formats, keep only that version's rows (None: all).
+    """
+    ctx = _Ctx(origin)
+    want = _norm_torch(ctx, torch)
+    data = load_yaml(text, origin)
+    if data is None:
+        raise ctx.error("empty file", 1)
+    data = _expect_mapping(ctx, data, "op_plugin_functions.yaml")
+    fmt = detect_format(text)
+    for key in data:
+        if key == "all_version" and fmt == "combined":
+            continue
+        if key not in _SECTIONS:
+            raise ctx.error(f"unknown top-level section {key!r}", _line_of(data, key))
+        if key == "custom_supported" and fmt != "per_version":
+            raise ctx.error(
+                "custom_supported only exists in per-version files", _line_of(data, key)
+            )
+    file_version: str | None = None
+    all_versions: list[str] | None = None
+    if fmt == "per_version":
+        folder = torch_from_path(origin.path)
+        if want is not None and folder is not None and want != folder:
+            raise ctx.error(f"torch={want} but the file is in the folder for {folder}", None)
+        file_version = want or folder
+        if file_version is None:
+            raise ctx.error(
+                "per-version op_plugin_functions.yaml: torch version unknown "
+                "(pass torch= or use the vXrY/ folder in origin.path)",
+                None,
+            )
+    elif fmt == "combined":
+        all_versions = _parse_all_version(ctx, data)
+    rows = _parse_sections(ctx, data, fmt, all_versions, file_version)
+    if want is not None:
+        rows = [r for r in rows if r.torch == want]
+    return rows
+
+
+@dataclass
+class _Entry:
+    section: str
+    base: str
+    schema: str
+    line: int
+    regs: dict[str, _Reg]
+    aclnn: str | None = None
+    inherit: str | None = None
+
+
+def _parse_sections(
+    ctx: _Ctx,
+    data: LineDict,
+    fmt: str,
+    all_versions: Sequence[str] | None,
+    file_version: str | None,
+) -> list[KernelRow]:
+    names = _collect_names(data)
+    allowed = _KEYS_BY_FORMAT[fmt]
+    entries: list[_Entry] = []
+    for section in data:
+        if section == "all_version":
+            continue
+        sline = _line_of(data, section)
+        items = _expect_list(ctx, data[section], sline, section)
+        for line, entry in _items(items):
+            if section in _LIST_SECTIONS:
+                entries.append(
+                    _list_entry(ctx, section, entry, line, fmt, all_versions, file_version)
+                )
+                continue
+            if not isinstance(entry, LineDict):
+                raise ctx.error(f"{section}: expected an entry with func:, got {entry!r}", line)
+            if "func" not in entry:
+                raise ctx.error(f"{section}: entry without func:", entry.line)
+            base = _base_name(ctx, entry["func"], entry.line)
+            if section == "custom_supported":
+                _check_keys(ctx, entry, frozenset({"func"}), section)
+                if base in names.custom:
+                    continue
+                regs: dict[str, _Reg] = {}
+            else:
+                _check_keys(ctx, entry, allowed, section)
+                _check_passive(ctx, entry, all_versions)
+                if fmt == "per_version":
+                    assert file_version is not None
+                    regs = _regs_per_version(ctx, entry, file_version)
+                elif fmt == "transitional":
+                    regs = _regs_transitional(ctx, entry)
+                else:
+                    assert all_versions is not None
+                    regs = _regs_combined(ctx, entry, all_versions)
+            aclnn, inherit = _aclnn(ctx, entry, entry.line)
+            func = entry["func"].strip()
+            entries.append(
+                _Entry(section, base, func if "(" in func else "", entry.line, regs, aclnn, inherit)
+            )
+    # structured_inherit names the entry whose exec this one shares (ceil → ceil.out).
+    exec_by_base: dict[str, str] = {}
+    for e in entries:
+        if e.aclnn is not None:
+            exec_by_base.setdefault(e.base, e.aclnn)
+    out: list[KernelRow] = []
+    for e in entries:
+        op = f"{names.namespace(e.section, e.base)}::{e.base}"
+        if e.section in _LIST_SECTIONS:
+            out.extend(
+                KernelRow(op=op, torch=v, status=e.section, section=e.section, line=e.line)
+                for v in e.regs
+            )
+            continue
+        if e.section == "custom_supported":
+            out.append(
+                KernelRow(
+                    op=op, torch=file_version, section=e.section, schema=e.schema, line=e.line
+                )
+            )
+            continue
+        aclnn = e.aclnn
+        if aclnn is None and e.inherit is not None:
+            aclnn = exec_by_base.get(e.inherit.strip())
+        _emit(out, op, e.section, e.schema, e.line, aclnn, e.regs)
+    return out
+
+
+def _list_entry(
+    ctx: _Ctx,
+    section: str,
+    entry: Any,
+    line: int,
+    fmt: str,
+    all_versions: Sequence[str] | None,
+    file_version: str | None,
+) -> _Entry:
+    """A tocpu/unsupported item: a bare name (per-version) or {func, version} (combined)."""
+    if fmt == "per_version":
+        if not isinstance(entry, str):
+            raise ctx.error(f"{section}: expected an op name, got {entry!r}", line)
+        assert file_version is not None
+        return _Entry(section, _base_name(ctx, entry, line), "", line, {file_version: _Reg()})
+    if fmt != "combined" or not isinstance(entry, LineDict):
+        raise ctx.error(
+            f"{section}: expected an entry with func: and version:, got {entry!r}", line
+        )
+    _check_keys(ctx, entry, frozenset({"func", "version"}), section)
+    if "func" not in entry or "version" not in entry:
+        raise ctx.error(f"{section}: entry needs func: and version:", entry.line)
+    assert all_versions is not None
+    versions = _expand_spec(
+        ctx, entry["version"], all_versions, _line_of(entry, "version"), "version"
+    )
+    base = _base_name(ctx, entry["func"], entry.line)
+    return _Entry(section, base, "", entry.line, {v: _Reg() for v in versions})
+
+
+def _regs_per_version(ctx: _Ctx, entry: LineDict, version: str) -> dict[str, _Reg]:
+    reg = _Reg()
+    if "impl_ns" in entry:
+        for t in _split_impl_ns(ctx, entry["impl_ns"], _line_of(entry, "impl_ns"), _IMPL_NS):
+            setattr(reg, t, True)
+    if "sparse" in entry:
+        sval = entry["sparse"]
+        if sval not in _IMPL_NS:
+            raise ctx.error(
+                f"sparse: expected acl_op or op_api, got {sval!r}", _line_of(entry, "sparse")
+            )
+        reg.sparse = True
+        reg.sparse_op_api = sval == "op_api"
+    if not (reg.acl_op or reg.op_api or reg.sparse):
+        raise ctx.error("entry without impl_ns: or sparse:", entry.line)
+    return {version: reg}
+
+
+def _transitional_versions(ctx: _Ctx, value: Any, line: int) -> list[str]:
+    if not isinstance(value, str):
+        raise ctx.error(f"version: expected a comma list, got {value!r}", line)
+    # "1,11" is 1.11: protect it before splitting on commas.
+    tokens = [t.strip() for t in re.sub(r"\b1,11\b", "1.11", value).split(",")]
+    out: list[str] = []
+    for t in tokens:
+        v = _minor(t)
+        if v is None:
+            raise ctx.error(f"version: bad version {t!r} in {value!r}", line)
+        out.append(v)
+    return out
+
+
+def _regs_transitional(ctx: _Ctx, entry: LineDict) -> dict[str, _Reg]:
+    line = entry.line
+    if "impl_ns" not in entry and "sparse" not in entry:
+        raise ctx.error("entry without impl_ns: or sparse:", line)
+    regs: dict[str, _Reg] = {}
+    if "impl_ns" in entry:
+        kinds = _split_impl_ns(ctx, entry["impl_ns"], _line_of(entry, "impl_ns"), _IMPL_NS)
+        if "version" not in entry:
+            raise ctx.error("impl_ns: without version: in the combined 6.0.rc2 format", line)
+        versions = _transitional_versions(ctx, entry["version"], _line_of(entry, "version"))
+        if len(kinds) != len(versions):
+            raise ctx.error(
+                f"impl_ns has {len(kinds)} items but version has {len(versions)}",
+                _line_of(entry, "version"),
+            )
+        for kind, v in zip(kinds, versions, strict=True):
+            setattr(regs.setdefault(v, _Reg()), kind, True)
+    if "sparse" in entry:
+        raise ctx.error("sparse: in the 6.0.rc2 combined format is not understood", line)
+    return regs
+
+
+def _regs_combined(ctx: _Ctx, entry: LineDict, all_versions: Sequence[str]) -> dict[str, _Reg]:
+    line = entry.line
+    if "version" in entry:
+        raise ctx.error(
+            "version: is only valid in tocpu/unsupported here", _line_of(entry, "version")
+        )
+    sel: dict[str, frozenset[str]] = {}
+    for key in ("acl_op", "op_api", "dvm", "sparse"):
+        if key in entry:
+            sel[key] = frozenset(
+                _expand_spec(ctx, entry[key], all_versions, _line_of(entry, key), key)
+            )
+    if not sel:
+        raise ctx.error("entry registers nothing (no acl_op/op_api/dvm/sparse)", line)
+    empty: frozenset[str] = frozenset()
+    acl, api, dvm, sparse = (sel.get(k, empty) for k in ("acl_op", "op_api", "dvm", "sparse"))
+    # combined-format sparse kernels are op_api ones
+    return {
+        v: _Reg(v in acl, v in api, v in dvm, v in sparse, v in sparse)
+        for v in all_versions
+        if v in acl or v in api or v in dvm or v in sparse
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# derivatives.yaml / aclnn_derivatives.yaml
+
+_DERIV_META_KEYS = frozenset({"name", "version", "output_differentiability", "dispatch"})
+_CALL = re.compile(r"(?<![.\w:])([A-Za-z_]\w*)\s*\(")
+_ARG_KEY = re.compile(r"^[A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*$")
+
+
+def _derivative_namespace(base: str, npu_names: Collection[str] | None) -> str:
+    if npu_names is not None and (base in npu_names or base.split(".", 1)[0] in npu_names):
+        return "npu"
+    return "npu" if _is_npu_name(base) else "aten"
+
+
+def _canonical_call(name: str, npu_names: Collection[str] | None) -> str:
+    # The C++ API spells the SymInt variant of an op ``<op>_symint``; it is the same op.
+    if name.endswith("_symint"):
+        name = name[: -len("_symint")]
+    return f"{_derivative_namespace(name, npu_names)}::{name}"
+
+
+def parse_derivatives(
+    text: str,
+    *,
+    origin: Origin,
+    torch: str | None = None,
+    npu_names: Collection[str] | None = None,
+) -> list[DerivativeRow]:
+    """Autograd formulas op-plugin registers: forward op → backward functions it calls.
+
+    Layouts: a bare list (per-version folders: torch from ``torch`` or the vXrY folder; on
+    branch 6.0.rc3 one list whose entries carry ``version: v1.11, v2.0...`` comma lists) and
+    ``{all_version, backward: [...]}`` with per-entry ``version:`` specs. One row per version.
+    Namespace: ``npu`` for a name in ``npu_names`` (base names of the ref's ``npu::`` ops, from
+    :func:`parse_functions`; a custom op need not start with ``npu_``, e.g.
+    ``_dropout_with_byte_mask``) or starting with ``npu_``/``_npu_``, else ``aten``.
+    ``backward_ops`` lists every function a formula calls except methods (``.sym_sizes()``)
+    and ``at::`` calls, so it can include C++ helpers (``maybe_multiply``) that are no ops;
+    callers intersect with the op universe. Empty files (``aclnn_derivatives.yaml`` is often
+    only comments) give [].
+    """
+    ctx = _Ctx(origin)
+    want = _norm_torch(ctx, torch)
+    data = load_yaml(text, origin)
+    if data is None:
+        return []
+    all_versions: list[str] | None = None
+    if isinstance(data, LineDict):
+        for key in data:
+            if key not in ("all_version", "backward"):
+                raise ctx.error(f"unknown top-level key {key!r}", _line_of(data, key))
+        all_versions = _parse_all_version(ctx, data)
+        entries = _expect_list(ctx, data.get("backward"), _line_of(data, "backward"), "backward")
+        folder_version = None
+    elif isinstance(data, LineList):
+        entries = data
+        folder = torch_from_path(origin.path)
+        if want is not None and folder is not None and want != folder:
+            raise ctx.error(f"torch={want} but the file is in the folder for {folder}", None)
+        folder_version = want if folder is None and want is not None else folder
+    else:
+        raise ctx.error(f"expected a list or mapping, got {type(data).__name__}", 1)
+    rows: list[DerivativeRow] = []
+    for line, entry in _items(entries):
+        if not isinstance(entry, LineDict) or "name" not in entry:
+            raise ctx.error(f"expected an entry with name:, got {entry!r}", line)
+        fwd_base = _base_name(ctx, entry["name"], entry.line)
+        fwd = f"{_derivative_namespace(fwd_base, npu_names)}::{fwd_base}"
+        calls: list[str] = []
+        for key, value in entry.items():
+            kline = _line_of(entry, key)
+            if key in _DERIV_META_KEYS:
+                continue
+            if not isinstance(key, str) or not _ARG_KEY.match(key):
+                raise ctx.error(f"unknown key {key!r} in a derivative entry", kline)
+            if not isinstance(value, str):
+                raise ctx.error(f"{key}: expected a formula string, got {value!r}", kline)
+            for name in _CALL.findall(value):
+                op = _canonical_call(name, npu_names)
+                if op not in calls:
+                    calls.append(op)
+        od = entry.get("output_differentiability")
+        # Items are True/False or a C++ condition (``isDifferentiableType(dtype)``).
+        if od is not None and not (
+            isinstance(od, list) and all(isinstance(b, bool | str) for b in od)
+        ):
+            raise ctx.error(
+                f"output_differentiability: expected a list of True/False, got {od!r}",
+                _line_of(entry, "output_differentiability"),
+            )
+        if all_versions is not None:
+            if "version" not in entry:
+                raise ctx.error("entry without version:", entry.line)
+            versions: list[str | None] = list(
+                _expand_spec(
+                    ctx, entry["version"], all_versions, _line_of(entry, "version"), "version"
+                )
+            )
+        elif "version" in entry:
+            # 6.0.rc3: one list file with explicit comma lists and no all_version to range over.
+            vline = _line_of(entry, "version")
+            raw = entry["version"]
+            if not isinstance(raw, str):
+                raise ctx.error(f"version: expected a comma list here, got {raw!r}", vline)
+            versions = []
+            for token in raw.split(","):
+                v = _minor(token)
+                if v is None:
+                    raise ctx.error(f"version: bad version {token.strip()!r}", vline)
+                versions.append(v)
+        else:
+            if folder_version is None:
+                raise ctx.error("entry without version: outside a vXrY/ folder", entry.line)
+            versions = [folder_version]
+        for v in versions:
+            if want is None or v == want:
+                rows.append(
+                    DerivativeRow(op=fwd, torch=v, backward_ops=tuple(calls), line=entry.line)
+                )
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# deprecated.yaml
+
+
+def parse_deprecated(text: str, *, origin: Origin) -> list[DeprecatedRow]:
+    """``deprecated: [{name, replace?}]`` → rows for ``npu::`` ops (torch_npu custom ops)."""
+    ctx = _Ctx(origin)
+    data = _expect_mapping(ctx, load_yaml(text, origin), "deprecated.yaml")
+    for key in data:
+        if key != "deprecated":
+            raise ctx.error(f"unknown top-level key {key!r}", _line_of(data, key))
+    entries = _expect_list(ctx, data.get("deprecated"), _line_of(data, "deprecated"), "deprecated")
+    rows: list[DeprecatedRow] = []
+    for line, entry in _items(entries):
+        if not isinstance(entry, LineDict) or "name" not in entry:
+            raise ctx.error(f"expected an entry with name:, got {entry!r}", line)
+        _check_keys(ctx, entry, frozenset({"name", "replace"}), "deprecated")
+        base = _base_name(ctx, entry["name"], entry.line)
+        replace = entry.get("replace", "")
+        if not isinstance(replace, str):
+            raise ctx.error(f"replace: expected text, got {replace!r}", _line_of(entry, "replace"))
+        rows.append(DeprecatedRow(op=f"npu::{base}", replacement=replace.strip(), line=entry.line))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Which files of a ref to read
+
+_CONFIG = "op_plugin/config/"
+
+
+def _rel_config(path: str) -> str | None:
+    i = path.find(_CONFIG)
+    return path[i + len(_CONFIG) :] if i >= 0 else None
+
+
+def _pick(paths: Iterable[str], filename: str, torch: str | None) -> list[str]:
+    combined: list[str] = []
+    per_version: list[tuple[tuple[int, int], str]] = []
+    for p in paths:
+        rel = _rel_config(p)
+        if rel is None:
+            continue
+        if rel == filename:
+            combined.append(p)
+        else:
+            m = re.fullmatch(r"v(\d+)r(\d+)/" + re.escape(filename), rel)
+            if m:
+                per_version.append(((int(m[1]), int(m[2])), p))
+    if combined and not per_version:
+        return sorted(combined)[:1]
+    want = None
+    if torch is not None:
+        m = re.match(r"^v?(\d+)[.,r](\d+)", torch.strip())
+        if not m:
+            raise UsageError(f"not a torch version: {torch!r}")
+        want = (int(m[1]), int(m[2]))
+    return [p for k, p in sorted(per_version) if want is None or k == want]
+
+
+def functions_paths(paths: Iterable[str], *, torch: str | None = None) -> list[str]:
+    """Which ``op_plugin_functions.yaml`` of one op-plugin ref to read.
+
+    ``paths``: the files of the ref (mirror paths ``github/Ascend/op-plugin/<ref>/...`` or
+    paths relative to the ref; only ones under ``op_plugin/config/`` count). The
+    ``vXrY/op_plugin_functions.yaml`` files win when present, in version order (only the one
+    for ``torch`` when given); else the combined ``op_plugin/config/op_plugin_functions.yaml``.
+    Both exist only on branch 6.0.rc2, where the transitional combined file is an unfinished
+    migration: it lists each op once under its torch-1.11 schema, so every op whose schema
+    changed for torch 2.x (``SymInt``) is missing for 2.x (152 ops for 2.0, 213 for 2.1) and it
+    has no ``symint`` section; it is a strict subset of the folders (see the tests).
+    Returned as given, so callers can open them.
+    """
+    return _pick(paths, "op_plugin_functions.yaml", torch)
+
+
+def derivatives_paths(paths: Iterable[str], *, torch: str | None = None) -> list[str]:
+    """``derivatives.yaml`` and ``aclnn_derivatives.yaml`` to read for a ref (same rule)."""
+    return _pick(paths, "derivatives.yaml", torch) + _pick(paths, "aclnn_derivatives.yaml", torch)
