@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine
+from sqlalchemy.schema import CreateTable
 from sqlmodel import SQLModel
 
 from opcheck.errors import CatalogError
@@ -29,40 +30,50 @@ def _release_row(rec: Any) -> dict[str, Any]:
     return d
 
 
-def _insert(raw: Any, table: str, rows: list[dict[str, Any]]) -> None:
+def _insert(raw: Any, table: str, cols: list[str], rows: list[tuple[Any, ...]]) -> None:
     if not rows:
         return
-    cols = list(rows[0])
     names = ", ".join(f'"{c}"' for c in cols)  # "commit", "schema" are SQL keywords
-    sql = f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(cols))})"
-    raw.executemany(sql, [tuple(r[c] for c in cols) for r in rows])
+    raw.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(cols))})", rows)
+
+
+def _dicts(table: str, rows: list[dict[str, Any]]) -> tuple[str, list[str], list[tuple[Any, ...]]]:
+    cols = list(rows[0]) if rows else []
+    return table, cols, [tuple(r[c] for c in cols) for r in rows]
 
 
 def fill(engine: Engine, data: CatalogData) -> None:
     """Create the tables on ``engine`` and insert every fact in one transaction.
 
-    Rows go through the DB-API's ``executemany`` rather than the ORM: first use builds the
-    catalog from the snapshot (100k+ kernel rows) and must stay well under 3 s.
+    Rows go through the DB-API's ``executemany`` and indexes are built after the rows are in:
+    first use builds the catalog from the snapshot (100k+ kernel rows) and must stay well
+    under 3 s.
     """
-    SQLModel.metadata.create_all(engine)
     meta = {"schema_version": str(SCHEMA_VERSION), **data.meta}
+    tables = SQLModel.metadata.sorted_tables
     with engine.begin() as conn:
+        for t in tables:
+            conn.execute(CreateTable(t))  # the table alone; its indexes come after the rows
         raw = conn.connection.driver_connection
         assert raw is not None
         raw.execute("PRAGMA synchronous=OFF")  # a private temp file: durability comes from the rename
-        _insert(raw, "source", [asdict(s) for s in data.sources])
-        _insert(raw, "release", [_release_row(r) for r in data.releases])
-        _insert(raw, "operator", [{**{k: v for k, v in asdict(o).items() if k != "schema"},
-                                   "schema": o.schema} for o in data.operators])
-        _insert(raw, "npukernel", [
-            {"op": k.op, "release": k.release, "source_id": k.source_id,
-             "status": k.facts.status, "op_api": k.facts.op_api, "acl_op": k.facts.acl_op,
-             "native": k.facts.native, "aclnn": k.facts.aclnn}
-            for k in data.kernels
-        ])
-        _insert(raw, "deprecation", [asdict(d) for d in data.deprecations])
-        _insert(raw, "pythonsupport", [asdict(p) for p in data.pythons])
-        _insert(raw, "meta", [{"key": k, "value": v} for k, v in meta.items()])
+        batches = [
+            _dicts("source", [asdict(s) for s in data.sources]),
+            _dicts("release", [_release_row(r) for r in data.releases]),
+            _dicts("operator", [asdict(o) for o in data.operators]),
+            ("npukernel",
+             ["op", "release", "source_id", "status", "op_api", "acl_op", "native", "aclnn"],
+             [(k.op, k.release, k.source_id, k.facts.status, k.facts.op_api, k.facts.acl_op,
+               k.facts.native, k.facts.aclnn) for k in data.kernels]),
+            _dicts("deprecation", [asdict(d) for d in data.deprecations]),
+            _dicts("pythonsupport", [asdict(p) for p in data.pythons]),
+            ("meta", ["key", "value"], list(meta.items())),
+        ]
+        for table, cols, rows in batches:
+            _insert(raw, table, cols, rows)
+        for t in tables:
+            for idx in t.indexes:
+                idx.create(conn)
         broken = raw.execute("PRAGMA foreign_key_check").fetchmany(3)
         if broken:
             raise CatalogError(f"catalog facts reference missing rows: {broken}")
