@@ -21,8 +21,8 @@ ModelSpecOpt = Annotated[
                  show_default=False),
 ]
 InputShapeOpt = Annotated[
-    list[str] | None,
-    typer.Option("--input-shape", help="Input shape, e.g. 1,3,224,224 (repeat for several inputs)",
+    str | None,
+    typer.Option("--input-shape", help="Input shape, e.g. 1,3,224,224 (several: 1,3,224,224;1,10)",
                  show_default=False),
 ]
 InputSpecOpt = Annotated[
@@ -52,7 +52,7 @@ def _installed_torch() -> str | None:
 
 
 def _oplist(
-    model: str | None, model_spec: str | None, input_shape: list[str] | None,
+    model: str | None, model_spec: str | None, input_shape: str | None,
     input_spec: str | None, log: Path | None, trust: bool, train: bool, static: bool,
     timeout: float, memory_mb: int,
 ) -> Any:
@@ -68,9 +68,10 @@ def _oplist(
     if model is not None and model_spec is None and model.endswith(".json"):
         return OpList.load(Path(model))
     from opcheck.tracers.api import trace
+    from opcheck.tracers.inputs import resolve
 
     return trace(
-        model, model_spec=model_spec, input_shapes=input_shape or [], input_spec=input_spec,
+        model, model_spec=model_spec, inputs=resolve(input_shape, input_spec),
         trust=trust, train=train, static_only=static, timeout=timeout, memory_mb=memory_mb,
     )
 

@@ -57,8 +57,8 @@ def to_markdown(report: Report, *, environment: dict[str, str] | None = None) ->
         out.append(f"| {status} | {report.counts[status]} | {calls} |")
     out.append("")
     out.append(f"Listing: {report.method} ({report.ir}), mode {report.mode}.")
-    for w in report.warnings:
-        out.append(f"> Warning: {w}")
+    for warning in report.warnings:
+        out.append(f"> Warning: {warning}")
     out.append("")
     problems = report.problems
     out += ["## Problems", ""]

@@ -116,7 +116,7 @@ class Catalog:
                 cat.operators[r[0]] = OperatorInfo(
                     r[0], r[1], r[2], r[3], tuple(k for k in r[4].split(",") if k), r[5]
                 )
-            cat.meta = dict(conn.execute(text("SELECT key, value FROM meta")).all())  # type: ignore[arg-type]
+            cat.meta = {k: v for k, v in conn.execute(text("SELECT key, value FROM meta"))}
         return cat
 
     def release(self, torch_npu: str) -> ReleaseInfo:

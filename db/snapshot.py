@@ -157,7 +157,12 @@ def read_snapshot(folder: Path) -> CatalogData:
             data.releases.append(rel)
             release_source[rel.torch_npu] = (rel.kernel_source_id, rel.native_source_id)
         for r in _read(folder, "operators.tsv", _field_names(OperatorRec)):
-            data.operators.append(OperatorRec(**{**r, "source_id": _opt_int(r["source_id"])}))
+            data.operators.append(OperatorRec(
+                op=r["op"], namespace=r["namespace"], name=r["name"], overload=r["overload"],
+                schema=r["schema"], tags=r["tags"], dispatch=r["dispatch"],
+                kernel_kind=r["kernel_kind"], structured_delegate=r["structured_delegate"],
+                source_id=_opt_int(r["source_id"]),
+            ))
         for r in _read(folder, "kernels.tsv", _KERNEL_COLS):
             facts = KernelFacts(
                 status=r["status"], op_api=_bool(r["op_api"]), acl_op=_bool(r["acl_op"]),

@@ -391,9 +391,9 @@ def _add_operators(data: CatalogData, universe: Universe | None, col: Collector)
     # other torch versions) still need a row: schema from the registry, kind unknown.
     by_op_schema: dict[str, tuple[str, int | None]] = {}
     for rows in col._parsed.values():
-        for k in rows:
-            if k.op not in ops and k.op not in by_op_schema:
-                by_op_schema[k.op] = (k.schema, None)
+        for row in rows:
+            if row.op not in ops and row.op not in by_op_schema:
+                by_op_schema[row.op] = (row.schema, None)
     for k in data.kernels:
         if k.op not in ops:
             schema, _ = by_op_schema.get(k.op, ("", None))

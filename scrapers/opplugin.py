@@ -75,6 +75,7 @@ __all__ = [
     "parse_deprecated",
     "parse_derivatives",
     "parse_functions",
+    "torch_from_path",
 ]
 
 FORMATS = ("per_version", "transitional", "combined")

@@ -259,11 +259,16 @@ class PipWheelSource:
         """Version, pinned torch and git commit of a published wheel."""
         src = f"pypi/torch-npu/{version}"
         text = self.fetch(f"{src}/{WHEEL_FACTS}").text
+        from opcheck.scrapers.wheel import parse_version_py, parse_wheel_facts, wheel_facts
+
+        origin = Origin(path=f"{src}/{WHEEL_FACTS}")
+        facts = parse_wheel_facts(text, origin=origin)
         try:
-            vtext = self.fetch(f"{src}/torch_npu/version.py").text
+            got = self.fetch(f"{src}/torch_npu/version.py")
         except ScrapeError:
-            vtext = ""
-        return parse_wheel_facts(text, version_py=vtext, origin=Origin(path=f"{src}/{WHEEL_FACTS}"))
+            return facts  # old wheels carry no version.py; METADATA is enough
+        return wheel_facts(facts, version_py=parse_version_py(got.text, origin=got.origin),
+                           origin=origin)
 
 
 def _wheel_facts_text(z: zipfile.ZipFile, source: str) -> str:
@@ -277,26 +282,6 @@ def _wheel_facts_text(z: zipfile.ZipFile, source: str) -> str:
         if line.startswith("Version:") or re.match(r"Requires-Dist:\s*torch\b(?![-_])", line):
             keep.append(line.rstrip())
     return "\n".join(keep) + "\n"
-
-
-_REQ = re.compile(r"^Requires-Dist:\s*torch\s*\(?\s*(?P<spec>[^;)]*)\)?", re.MULTILINE)
-
-
-def parse_wheel_facts(text: str, *, version_py: str = "", origin: Origin) -> WheelFacts:
-    """WHEEL-FACTS.txt (or the same lines of METADATA) → :class:`WheelFacts`."""
-    vm = re.search(r"^Version:\s*(\S+)", text, re.MULTILINE)
-    if not vm:
-        raise ScrapeError("no Version: line", source=origin.path)
-    rm = _REQ.search(text)
-    req = rm["spec"].strip().replace(" ", "") if rm else ""
-    tm = re.search(r"(\d+\.\d+\.\d+)", req)
-    gm = re.search(r"git_version\s*=\s*['\"]([0-9a-f]+)['\"]", version_py)
-    return WheelFacts(
-        torch_npu_version=vm[1],
-        torch_requirement=req,
-        torch_version=tm[1] if tm else "",
-        git_commit=gm[1] if gm else "",
-    )
 
 
 # --- HTTP ----------------------------------------------------------------------------------

@@ -14,14 +14,12 @@ import pytest
 from opcheck.errors import ScrapeError
 from opcheck.scrapers import sources
 from opcheck.scrapers.releases import parse_releases_tsv
-from opcheck.scrapers.rows import Origin
 from opcheck.scrapers.sources import (
     ChainSource,
     HttpSource,
     MirrorSource,
     PipWheelSource,
     SavingSource,
-    parse_wheel_facts,
 )
 
 OP_YAML = "github/Ascend/op-plugin/7.2.0/op_plugin/config/op_plugin_functions.yaml"
@@ -35,8 +33,9 @@ def _mirror(tmp_path: Path) -> Path:
     f = tmp_path / OP_YAML
     f.parent.mkdir(parents=True)
     f.write_text("all_version: [v2.1]\n", encoding="utf-8")
+    digest = hashlib.sha256(b"all_version: [v2.1]\n").hexdigest()
     (tmp_path / "MANIFEST.tsv").write_text(
-        f"path\trepo\tref\tcommit\tsha256\n{OP_YAML}\tAscend/op-plugin\t7.2.0\tabc123\tx\n",
+        f"path\trepo\tref\tcommit\tsha256\n{OP_YAML}\tAscend/op-plugin\t7.2.0\tabc123\t{digest}\n",
         encoding="utf-8",
     )
     return tmp_path
@@ -437,32 +436,6 @@ def test_wheel_facts_from_metadata(tmp_path: Path) -> None:
         "2.6.0",
         "deadbeef01",
     )
-
-
-@pytest.mark.parametrize(
-    ("line", "req", "torch"),
-    [
-        ("Requires-Dist: torch (==2.1.0+cpu)", "==2.1.0+cpu", "2.1.0"),
-        ("Requires-Dist: torch ==2.12.0", "==2.12.0", "2.12.0"),
-        ("Requires-Dist: torch==2.13.0.*", "==2.13.0.*", "2.13.0"),
-    ],
-)
-def test_parse_wheel_facts_spellings(line: str, req: str, torch: str) -> None:
-    f = parse_wheel_facts(f"Version: 1\n{line}\n", origin=Origin("WHEEL-FACTS.txt"))
-    assert (f.torch_requirement, f.torch_version) == (req, torch)
-
-
-@pytest.mark.upstream
-def test_wheel_facts_of_real_snapshot(upstream: Path) -> None:
-    src = MirrorSource(upstream)
-    for version, torch in (
-        ("2.1.0.post17", "2.1.0"),
-        ("2.12.0.post3", "2.12.0"),
-        ("2.13.0", "2.13.0"),
-    ):
-        got = src.fetch(f"pypi/torch-npu/{version}/WHEEL-FACTS.txt")
-        facts = parse_wheel_facts(got.text, origin=got.origin)
-        assert (facts.torch_npu_version, facts.torch_version) == (version, torch)
 
 
 def test_wheel_falls_back_to_other_platform_or_python(tmp_path: Path) -> None:
