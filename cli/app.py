@@ -52,9 +52,9 @@ def handle_errors() -> Iterator[None]:
 def _register() -> None:
     # Command modules import their heavy dependencies lazily, so registering them is cheap
     # and `opcheck --help` never imports torch or the database layer.
-    from . import commands_catalog, commands_check, commands_env
+    from . import commands_catalog, commands_check, commands_data, commands_env
 
-    for module in (commands_catalog, commands_check, commands_env):
+    for module in (commands_catalog, commands_check, commands_env, commands_data):
         module.register(app)
 
 

@@ -197,7 +197,10 @@ def sync(
                 err.print(f"[red]failed:[/red] {f}")
             err.print(f"{len(result.failures)} source(s) failed; the catalog was not replaced")
             raise typer.Exit(1)
+        from opcheck.db.workarounds import attach
+
         target = catalog or synced_catalog_path()
+        attach(result.data)
         write_catalog(result.data, target)
         d = result.data
         usable = sum(1 for r in d.releases if r.kernel_source != "none")

@@ -67,6 +67,10 @@ def fill(engine: Engine, data: CatalogData) -> None:
                k.facts.native, k.facts.aclnn) for k in data.kernels]),
             _dicts("deprecation", [asdict(d) for d in data.deprecations]),
             _dicts("pythonsupport", [asdict(p) for p in data.pythons]),
+            _dicts("workaround", [{k: v for k, v in asdict(w).items() if k != "ops"}
+                                  for w in data.workarounds]),
+            ("workaround_op", ["workaround_id", "op"],
+             [(w.id, op) for w in data.workarounds for op in w.ops]),
             ("meta", ["key", "value"], list(meta.items())),
         ]
         for table, cols, rows in batches:

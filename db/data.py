@@ -92,6 +92,26 @@ class PythonRec:
 
 
 @dataclass
+class WorkaroundRec:
+    id: str
+    title: str
+    kind: str
+    problem: str = ""
+    fix: str = ""
+    releases: str = "[]"
+    hardware: str = ""
+    fixed_in: str = ""
+    cann_min: str = ""
+    env: str = "{}"
+    rewrite_api: str = ""
+    sources: str = ""
+    author: str = ""
+    last_verified: str = ""
+    path: str = ""
+    ops: tuple[str, ...] = ()
+
+
+@dataclass
 class CatalogData:
     sources: list[SourceRec] = field(default_factory=list)
     releases: list[ReleaseRec] = field(default_factory=list)
@@ -99,6 +119,8 @@ class CatalogData:
     kernels: list[KernelRec] = field(default_factory=list)
     deprecations: list[DeprecationRec] = field(default_factory=list)
     pythons: list[PythonRec] = field(default_factory=list)
+    # Contributed data, read from data/ at build time (not part of the upstream snapshot).
+    workarounds: list[WorkaroundRec] = field(default_factory=list)
     meta: dict[str, str] = field(default_factory=dict)
 
     def add_source(self, scraper: str, path: str, **kw: str | int) -> int:

@@ -69,13 +69,18 @@ def resolve_catalog_path(explicit: Path | None = None) -> Path:
     synced = synced_catalog_path()
     if synced.is_file():
         return synced
+    from .workarounds import attach, folder_digest
+
     snap = snapshot_dir()
-    target = cache_dir() / f"catalog-{snapshot_digest(snap)[:16]}.sqlite"
+    digest = hashlib.sha256((snapshot_digest(snap) + folder_digest()).encode()).hexdigest()
+    target = cache_dir() / f"catalog-{digest[:16]}.sqlite"
     if not target.is_file():
         from .build import write_catalog
         from .snapshot import read_snapshot
 
-        write_catalog(read_snapshot(snap), target)
+        data = read_snapshot(snap)
+        attach(data)
+        write_catalog(data, target)
     return target
 
 

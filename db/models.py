@@ -95,3 +95,33 @@ class Meta(SQLModel, table=True):
 
     key: str = Field(primary_key=True)
     value: str = ""
+
+
+class WorkaroundEntry(SQLModel, table=True):
+    """A known fix: contributed files in data/workarounds/ and op-plugin's deprecations."""
+
+    __tablename__ = "workaround"
+
+    id: str = Field(primary_key=True)
+    title: str
+    kind: str = Field(index=True)
+    problem: str = ""
+    fix: str = ""  # Markdown
+    releases: str = ""  # JSON list of {"min", "max"} ranges; empty list = every release
+    hardware: str = ""  # comma-separated product families
+    fixed_in: str = ""
+    cann_min: str = ""
+    env: str = ""  # JSON object of environment variables
+    rewrite_api: str = ""  # the API an executable rewrite replaces
+    sources: str = ""  # newline-separated links
+    author: str = ""
+    last_verified: str = ""
+    path: str = ""  # the entry's file (data/workarounds/<id>.yaml) or upstream origin
+
+
+class WorkaroundOp(SQLModel, table=True):
+    __tablename__ = "workaround_op"
+
+    id: int | None = Field(default=None, primary_key=True)
+    workaround_id: str = Field(index=True, foreign_key="workaround.id")
+    op: str = Field(index=True)

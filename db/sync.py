@@ -26,7 +26,7 @@ from opcheck.scrapers import npu_native, opplugin, releases, wheel
 from opcheck.scrapers.pytorch import parse_native_functions
 from opcheck.scrapers.rows import KernelRow, Origin, OperatorRow
 from opcheck.scrapers.sources import Fetched, Source
-from opcheck.versions import has_cpu_fallback, release_key, torch_minor
+from opcheck.versions import has_cpu_fallback, minor_key, release_key, torch_minor
 
 from .data import (
     CatalogData,
@@ -341,13 +341,26 @@ def _release_kernels(
     ref = _train_ref(rel, refs)
     if ref:
         kernels, ksid = col.op_plugin_kernels(ref, minor)
-        lent = native_by_line.get(minor)
+        lent = _nearest_line(native_by_line, minor)
         nsid = None
         if lent:
             kernels = {**lent[1], **kernels}
             nsid = lent[2]
         return kernels, ksid, nsid, "op_plugin_branch"
     return {}, None, None, "none"
+
+
+def _nearest_line(
+    by_line: dict[str, tuple[str, dict[str, KernelFacts], int]], minor: str
+) -> tuple[str, dict[str, KernelFacts], int] | None:
+    """torch_npu's own registrations of the closest tagged torch line (2.2 has no tag of its
+    own; its table-only releases borrow from 2.1 or 2.3): view, copy_, empty... exist in every
+    release, so a near line is a far better guess than none."""
+    if not by_line:
+        return None
+    want = minor_key(minor)
+    best = min(by_line, key=lambda m: (abs(minor_key(m)[1] - want[1]) + 100 * abs(minor_key(m)[0] - want[0]), -minor_key(m)[1]))
+    return by_line[best]
 
 
 def _with_aclnn_names(

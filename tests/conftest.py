@@ -20,3 +20,16 @@ def upstream() -> Path:
     if not (UPSTREAM / "releases.tsv").is_file():
         pytest.skip(f"real upstream data not found at {UPSTREAM}")
     return UPSTREAM
+
+
+@pytest.fixture(scope="session")
+def bundled_catalog(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The catalog a user gets on first use: the bundled snapshot plus data/workarounds."""
+    from opcheck.db.build import write_catalog
+    from opcheck.db.snapshot import read_snapshot
+    from opcheck.db.workarounds import attach
+    from opcheck.paths import snapshot_dir
+
+    data = read_snapshot(snapshot_dir())
+    attach(data)
+    return write_catalog(data, tmp_path_factory.mktemp("bundled") / "catalog.sqlite")

@@ -1,0 +1,268 @@
+"""Check that a workaround's executable rewrite is right and really avoids the problem.
+
+(a) ``check_equivalence``: original (or the entry's ``reference``) and ``replacement`` agree on
+    every generated input, on the CPU, within the entry's tolerance.
+(b) ``check_npu_ops``: every op the replacement dispatches has status ``npu`` on each release
+    the entry applies to. The op tracer and the per-release status are injected, so the CLI can
+    plug in the fake-NPU tracer and the catalog resolver; ``default_trace_ops`` records ops on
+    CPU tensors, which is enough for tests and for rewrites built from plain tensor ops.
+
+torch is imported inside functions only: importing this module must stay cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opcheck.db.workarounds import Rewrite, Workaround
+from opcheck.errors import CatalogError
+from opcheck.opname import canonical
+
+TraceOps = Callable[[Callable[..., Any], Sequence[tuple[tuple[Any, ...], dict[str, Any]]]], set[str]]
+OpStatus = Callable[[str, str], str]
+
+# Ops every rewrite may use without a kernel check: they only make or reshape tensor metadata.
+_ALWAYS_OK = frozenset({"aten::detach", "aten::alias", "aten::lift_fresh"})
+
+
+@dataclass
+class RewriteCode:
+    replacement: Callable[..., Any]
+    inputs: Callable[[], Iterable[Any]]
+    original: Callable[..., Any]
+
+
+@dataclass
+class VerifyResult:
+    entry: str
+    cases: int = 0
+    ops: set[str] = field(default_factory=set)
+    problems: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _resolve(dotted: str) -> Callable[..., Any]:
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        if not callable(obj):
+            raise CatalogError(f"{dotted} is not callable")
+        return obj  # type: ignore[no-any-return]
+    raise ImportError(dotted)
+
+
+def load_rewrite(rewrite: Rewrite, entry_id: str = "") -> RewriteCode:
+    """Execute the entry's code (trusted: it is reviewed repository data) and pick its functions."""
+    ns: dict[str, Any] = {"__name__": f"opcheck_rewrite_{entry_id.replace('-', '_')}"}
+    try:
+        exec(compile(rewrite.code, f"<workaround {entry_id}>", "exec"), ns)
+    except Exception as e:
+        raise CatalogError(f"{entry_id}: rewrite code fails to load: {type(e).__name__}: {e}") from None
+    if "reference" in ns:
+        original = ns["reference"]
+    else:
+        try:
+            original = _resolve(rewrite.api)
+        except (ImportError, AttributeError):
+            raise CatalogError(
+                f"{entry_id}: cannot import {rewrite.api}; define reference() in the code"
+            ) from None
+    return RewriteCode(ns["replacement"], ns["inputs"], original)
+
+
+def _cases(code: RewriteCode, entry_id: str) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    import torch
+
+    torch.manual_seed(0)
+    out = []
+    try:
+        cases = list(code.inputs())
+    except Exception as e:
+        raise CatalogError(f"{entry_id}: inputs() raises {type(e).__name__}: {e}") from None
+    for case in cases:
+        if not (isinstance(case, tuple) and len(case) == 2 and isinstance(case[1], dict)):
+            raise CatalogError(f"{entry_id}: inputs() must yield (args, kwargs) pairs")
+        out.append((tuple(case[0]), dict(case[1])))
+    if not out:
+        raise CatalogError(f"{entry_id}: inputs() yields no cases")
+    return out
+
+
+def _clone(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_clone(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _clone(v) for k, v in value.items()}
+    return value
+
+
+def _compare(expected: Any, actual: Any, rw: Rewrite, where: str) -> str | None:
+    import torch
+
+    if isinstance(expected, torch.Tensor) or isinstance(actual, torch.Tensor):
+        if not (isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor)):
+            return f"{where}: expected {type(expected).__name__}, got {type(actual).__name__}"
+        if expected.shape != actual.shape:
+            return f"{where}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+        if rw.check_dtype and expected.dtype != actual.dtype:
+            return f"{where}: dtype {actual.dtype} != {expected.dtype}"
+        if expected.is_complex() or actual.is_complex():
+            expected, actual = torch.view_as_real(expected.to(torch.complex128)), torch.view_as_real(
+                actual.to(torch.complex128)
+            )
+        if not (expected.is_floating_point() or actual.is_floating_point()):
+            if not torch.equal(expected.to(torch.int64), actual.to(torch.int64)):
+                return f"{where}: values differ"
+            return None
+        e, a = expected.double(), actual.double()
+        if not torch.allclose(a, e, rtol=rw.rtol, atol=rw.atol, equal_nan=True):
+            diff = (a - e).abs().nan_to_num(0.0).max().item()
+            return f"{where}: values differ (max abs diff {diff:.3g}, rtol={rw.rtol}, atol={rw.atol})"
+        return None
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(actual, (list, tuple)) or len(actual) != len(expected):
+            return f"{where}: expected a sequence of {len(expected)}"
+        for i, (x, y) in enumerate(zip(expected, actual, strict=True)):
+            msg = _compare(x, y, rw, f"{where}[{i}]")
+            if msg:
+                return msg
+        return None
+    if isinstance(expected, float) and isinstance(actual, (int, float)):
+        ok = abs(expected - actual) <= rw.atol + rw.rtol * abs(expected)
+        return None if ok else f"{where}: {actual} != {expected}"
+    return None if expected == actual else f"{where}: {actual!r} != {expected!r}"
+
+
+def check_equivalence(entry: Workaround, code: RewriteCode | None = None) -> tuple[int, list[str]]:
+    """(number of cases, problems): original vs replacement on every generated input."""
+    if entry.rewrite is None:
+        return 0, []
+    code = code or load_rewrite(entry.rewrite, entry.id)
+    cases = _cases(code, entry.id)
+    problems: list[str] = []
+    for i, (args, kwargs) in enumerate(cases):
+        try:
+            expected = code.original(*_clone(args), **_clone(kwargs))
+        except Exception as e:
+            problems.append(f"case {i}: original raises {type(e).__name__}: {e}")
+            continue
+        try:
+            actual = code.replacement(*_clone(args), **_clone(kwargs))
+        except Exception as e:
+            problems.append(f"case {i}: replacement raises {type(e).__name__}: {e}")
+            continue
+        try:
+            msg = _compare(expected, actual, entry.rewrite, f"case {i}")
+        except Exception as e:  # outputs torch cannot compare (odd types, devices)
+            msg = f"case {i}: outputs cannot be compared: {type(e).__name__}: {e}"
+        if msg:
+            problems.append(msg)
+    return len(cases), problems
+
+
+def default_trace_ops(fn: Callable[..., Any], inputs: Sequence[tuple[tuple[Any, ...], dict[str, Any]]]) -> set[str]:
+    """Canonical names of the ops ``fn`` dispatches on CPU tensors, over all input cases.
+
+    Cases hold CPU tensors; a fake-NPU tracer plugged in instead must move them to its device
+    (the replacements create their temporaries on ``x.device``, so they follow).
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: set[str] = set()
+
+    class _Record(TorchDispatchMode):  # type: ignore[no-untyped-call]
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            seen.add(canonical(func.name()))
+            return func(*args, **(kwargs or {}))
+
+    for args, kwargs in inputs:
+        a, k = _clone(args), _clone(kwargs)
+        with _Record():  # type: ignore[no-untyped-call]
+            fn(*a, **k)
+    return seen
+
+
+def check_npu_ops(
+    entry: Workaround,
+    *,
+    op_status: OpStatus,
+    releases: Iterable[str],
+    trace_ops: TraceOps = default_trace_ops,
+    code: RewriteCode | None = None,
+    ok_statuses: frozenset[str] = frozenset({"npu"}),
+) -> tuple[set[str], list[str]]:
+    """(ops the replacement uses, problems): each op must be ``npu`` on each applicable release."""
+    if entry.rewrite is None:
+        return set(), []
+    code = code or load_rewrite(entry.rewrite, entry.id)
+    ops = trace_ops(code.replacement, _cases(code, entry.id))
+    problems: list[str] = []
+    applicable = [r for r in releases if entry.applies(r)]
+    for op in sorted(ops - _ALWAYS_OK):
+        bad = [(r, s) for r in applicable if (s := op_status(op, r)) not in ok_statuses]
+        if bad:
+            shown = ", ".join(f"{r}: {s}" for r, s in bad[:3]) + (" …" if len(bad) > 3 else "")
+            problems.append(f"replacement uses {op}, not on the NPU ({shown})")
+    return ops, problems
+
+
+def verify(
+    entry: Workaround,
+    *,
+    op_status: OpStatus | None = None,
+    releases: Iterable[str] = (),
+    trace_ops: TraceOps = default_trace_ops,
+    ok_statuses: frozenset[str] = frozenset({"npu"}),
+) -> VerifyResult:
+    """Both checks for one entry; (b) is skipped when no ``op_status`` is given."""
+    start = time.perf_counter()
+    result = VerifyResult(entry.id)
+    if entry.rewrite is None:
+        result.skipped.append("no rewrite code")
+        return result
+    try:
+        code = load_rewrite(entry.rewrite, entry.id)
+        result.cases, result.problems = check_equivalence(entry, code)
+        if op_status is None:
+            result.skipped.append("npu op check: no op status source")
+        else:
+            result.ops, more = check_npu_ops(
+                entry, op_status=op_status, releases=list(releases), trace_ops=trace_ops,
+                code=code, ok_statuses=ok_statuses,
+            )
+            result.problems += more
+    except CatalogError as e:
+        result.problems.append(str(e))
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def verify_all(
+    entries: Iterable[Workaround],
+    *,
+    op_status: OpStatus | None = None,
+    releases: Iterable[str] = (),
+    trace_ops: TraceOps = default_trace_ops,
+    ok_statuses: frozenset[str] = frozenset({"npu"}),
+) -> list[VerifyResult]:
+    rels = list(releases)
+    return [verify(e, op_status=op_status, releases=rels, trace_ops=trace_ops,
+                   ok_statuses=ok_statuses) for e in entries]

@@ -1,0 +1,502 @@
+"""Workaround entries: one YAML file per entry under ``data/workarounds/``.
+
+An entry says, for some operators on some torch_npu releases and hardware, what goes wrong and
+how to get around it. Entries of kind ``rewrite`` (and optionally others) carry executable
+Python inline in the YAML (``rewrite.code``): a ``replacement`` with the call signature of the
+API it replaces, an ``inputs`` generator, and optionally a ``reference`` implementation used
+when the original API cannot be imported on a CPU box (e.g. ``torchvision.ops.nms``).
+``opcheck.db.verify`` runs that code; this module never imports torch.
+
+The code lives inline (not in ``rewrites/*.py``) so one file is one reviewable unit: a pull
+request that adds an entry touches exactly one path, as in MDN's browser-compat-data.
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime as _dt
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from opcheck.errors import CatalogError, UsageError
+from opcheck.opname import canonical
+from opcheck.versions import release_key
+
+from .data import CatalogData, WorkaroundRec
+
+ID_PATTERN = r"^[a-z0-9][a-z0-9-]*[a-z0-9]$"
+
+# Names used in the per-API docs' hardware tables, slugged; "all" means no hardware limit.
+Hardware = Literal[
+    "all",
+    "atlas-a2-training",
+    "atlas-a3-training",
+    "atlas-a2-inference",
+    "atlas-a3-inference",
+    "atlas-training",  # Atlas 800 9000 / 910 (first generation)
+    "atlas-inference",  # Atlas 300I / 310P
+    "atlas-200i-a2",  # 310B developer kits
+    "ascend-950",
+]
+HARDWARE: tuple[str, ...] = get_args(Hardware)
+
+
+def default_data_dir() -> Path:
+    """The repository's ``data/`` directory (the lead ships it with the package)."""
+    return Path(__file__).resolve().parent.parent / "data"
+
+
+def default_workarounds_dir() -> Path:
+    return default_data_dir() / "workarounds"
+
+
+class Kind(str, Enum):
+    rewrite = "rewrite"  # same result with ops the NPU has kernels for
+    dtype_cast = "dtype-cast"  # compute in a dtype the kernel supports
+    env_var = "env-var"
+    upgrade = "upgrade"  # a newer torch_npu / CANN has the kernel or the fix
+    configuration = "configuration"  # a switch, an install step, a code path choice
+    custom_kernel = "custom-kernel"  # a torch_npu.npu_* fused/custom operator
+
+
+def _canonical_op(op: str) -> str:
+    try:
+        canon = canonical(op, default_namespace="aten")
+    except UsageError:
+        raise ValueError(f"not an operator name: {op!r} (write e.g. aten::isin.Tensor_Tensor)") from None
+    if canon != op:
+        raise ValueError(f"{op!r} is not canonical; write {canon!r}")
+    return op
+
+
+def _link(source: str) -> str:
+    if not re.match(r"^https?://\S+$", source):
+        raise ValueError(f"source is not a link: {source!r}")
+    return source
+
+
+OpStr = Annotated[str, AfterValidator(_canonical_op)]
+Link = Annotated[str, AfterValidator(_link)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ReleaseRange(_Strict):
+    """Inclusive range of torch_npu releases; an open end is unbounded."""
+
+    min: str | None = None
+    max: str | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ReleaseRange:
+        if self.min and self.max and release_key(self.min) > release_key(self.max):
+            raise ValueError(f"min {self.min} is after max {self.max}")
+        return self
+
+    def contains(self, release: str) -> bool:
+        key = release_key(release)
+        if self.min and key < release_key(self.min):
+            return False
+        return not (self.max and key > release_key(self.max))
+
+
+class AppliesTo(_Strict):
+    # No ranges = every release: what an environment or configuration entry usually means.
+    releases: list[ReleaseRange] = Field(default_factory=list)
+    hardware: list[Hardware] = Field(default_factory=lambda: list[Hardware](["all"]))
+
+    def contains(self, release: str) -> bool:
+        return not self.releases or any(r.contains(release) for r in self.releases)
+
+
+class Rewrite(_Strict):
+    """Executable replacement: Python source defining ``replacement`` and ``inputs``.
+
+    ``inputs()`` returns or yields cases; a case is ``(args, kwargs)``. ``api`` is the dotted
+    name of what ``replacement`` stands in for (``torch.isin``); ``verify`` calls it as the
+    original unless the code defines ``reference``.
+    """
+
+    api: str = Field(pattern=r"^[A-Za-z_][\w.]*$")
+    code: str
+    rtol: float = Field(default=1e-5, ge=0)
+    atol: float = Field(default=1e-6, ge=0)
+    # dtype-cast rewrites return the narrower dtype on purpose.
+    check_dtype: bool = True
+
+    @field_validator("code")
+    @classmethod
+    def _defines_functions(cls, code: str) -> str:
+        try:
+            tree = ast.parse(code)
+        except SyntaxError as e:
+            raise ValueError(f"code does not parse: line {e.lineno}: {e.msg}") from None
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        missing = {"replacement", "inputs"} - defined
+        if missing:
+            raise ValueError(f"code must define {' and '.join(sorted(missing))}()")
+        return code
+
+
+class Workaround(_Strict):
+    id: str = Field(pattern=ID_PATTERN)
+    title: str = Field(min_length=3)
+    ops: list[OpStr] = Field(default_factory=list)
+    applies_to: AppliesTo = Field(default_factory=AppliesTo)
+    kind: Kind
+    problem: str = Field(min_length=10)
+    fix: str = Field(min_length=10, description="Markdown")
+    # For kind upgrade: the first release where the problem is gone.
+    fixed_in: str | None = None
+    # For kind upgrade when the fix is in CANN rather than torch_npu (e.g. "8.0.RC3").
+    cann_min: str | None = Field(default=None, pattern=r"^\d+\.\d+\.(RC\d+|\d+)(\.\w+)?$")
+    env: dict[str, str] = Field(default_factory=dict)
+    rewrite: Rewrite | None = None
+    sources: list[Link] = Field(min_length=1)
+    author: str = Field(min_length=1)
+    last_verified: _dt.date
+
+    @field_validator("ops")
+    @classmethod
+    def _unique_ops(cls, ops: list[str]) -> list[str]:
+        if len(set(ops)) != len(ops):
+            raise ValueError("an op is listed twice")
+        return ops
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> Workaround:
+        if self.kind is Kind.rewrite and self.rewrite is None:
+            raise ValueError("kind rewrite needs a rewrite: block with code")
+        if self.kind is Kind.env_var and not self.env:
+            raise ValueError("kind env-var needs env: {NAME: value}")
+        if self.kind is Kind.upgrade and not (self.fixed_in or self.cann_min):
+            raise ValueError("kind upgrade needs fixed_in: <first good torch_npu> or cann_min: <CANN>")
+        return self
+
+    def applies(self, release: str) -> bool:
+        return self.applies_to.contains(release)
+
+
+@dataclass(frozen=True)
+class LintProblem:
+    file: str
+    entry: str
+    code: str  # yaml | schema | duplicate-id | file-name | unknown-op | unknown-release
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: [{self.code}] {self.message}"
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def _node_line(node: yaml.Node | None, loc: Sequence[int | str]) -> int | None:
+    """1-based line of the YAML node at pydantic error location ``loc`` (best effort)."""
+    if node is None:
+        return None
+    line = node.start_mark.line + 1
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                if k.value == part:
+                    node, line = v, k.start_mark.line + 1
+                    break
+            else:
+                return line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+class _YamlError(CatalogError):
+    def __init__(self, path: Path, line: int | None, detail: str) -> None:
+        self.line, self.detail = line, f"YAML error: {detail}"
+        super().__init__(f"{path}{f':{line}' if line else ''}: {self.detail}")
+
+
+def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise CatalogError(f"{path}: cannot read: {e}") from None
+    try:
+        return yaml.safe_load(text), yaml.compose(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        raise _YamlError(path, mark.line + 1 if mark else None, str(e.problem or e.context)) from None
+    except yaml.YAMLError as e:
+        raise _YamlError(path, None, str(e).replace("\n", " ")) from None
+
+
+def _schema_problems(path: Path, data: Any, node: yaml.Node | None) -> list[LintProblem]:
+    entry = data.get("id", "") if isinstance(data, dict) else ""
+    if not isinstance(data, dict):
+        return [LintProblem(str(path), "", "schema", "top level must be a mapping", 1)]
+    try:
+        Workaround.model_validate(data)
+    except ValidationError as e:
+        out = []
+        for err in e.errors():
+            loc = [p for p in err["loc"] if isinstance(p, (int, str))]
+            field = ".".join(str(p) for p in loc) or "entry"
+            msg = err["msg"].removeprefix("Value error, ")
+            out.append(LintProblem(str(path), str(entry), "schema", f"{field}: {msg}", _node_line(node, loc)))
+        return out
+    return []
+
+
+def load_file(path: Path) -> Workaround:
+    """One entry; bad YAML or schema raise CatalogError naming the file and line."""
+    data, node = _read_yaml(path)
+    problems = _schema_problems(path, data, node)
+    if problems:
+        raise CatalogError(str(problems[0]))
+    return Workaround.model_validate(data)
+
+
+def entry_files(path: Path) -> list[Path]:
+    if not path.is_dir():
+        raise UsageError(f"not a directory: {path}")
+    return sorted(p for p in path.glob("*.yaml") if p.is_file())
+
+
+def load_dir(path: Path | None = None) -> list[Workaround]:
+    """Every entry in ``path`` (default: the shipped data), sorted by file name."""
+    return [load_file(p) for p in entry_files(path or default_workarounds_dir())]
+
+
+# ---------------------------------------------------------------------------- lint
+
+
+def lint(
+    entries: Path | Iterable[Workaround],
+    known_ops: set[str] | None = None,
+    known_releases: list[str] | None = None,
+) -> list[LintProblem]:
+    """Problems in a directory of entry files (YAML + schema + cross checks) or in loaded entries.
+
+    ``known_ops`` / ``known_releases`` come from the catalog; ``None`` skips that check. Ops
+    are only checked in namespaces ``known_ops`` covers (aten, npu), not third-party ones.
+    """
+    loaded: list[tuple[str, Workaround]] = []
+    problems: list[LintProblem] = []
+    if isinstance(entries, Path):
+        for f in entry_files(entries):
+            try:
+                data, node = _read_yaml(f)
+            except _YamlError as e:
+                problems.append(LintProblem(str(f), "", "yaml", e.detail, e.line))
+                continue
+            except CatalogError as e:
+                problems.append(LintProblem(str(f), "", "yaml", str(e)))
+                continue
+            schema = _schema_problems(f, data, node)
+            problems += schema
+            if schema:
+                continue
+            w = Workaround.model_validate(data)
+            if f.stem != w.id:
+                problems.append(LintProblem(str(f), w.id, "file-name", f"file must be named {w.id}.yaml"))
+            loaded.append((str(f), w))
+    else:
+        loaded = [(w.id, w) for w in entries]
+
+    seen: dict[str, str] = {}
+    releases = set(known_releases or [])
+    namespaces = {op.split("::", 1)[0] for op in known_ops or ()}
+    for where, w in loaded:
+        if w.id in seen:
+            problems.append(LintProblem(where, w.id, "duplicate-id", f"id {w.id} also used by {seen[w.id]}"))
+        seen.setdefault(w.id, where)
+        if known_ops is not None:
+            for op in w.ops:
+                # Third-party namespaces (torchvision::, sglang::) are outside any catalog.
+                if op.split("::", 1)[0] in namespaces and op not in known_ops:
+                    problems.append(LintProblem(where, w.id, "unknown-op", f"{op} is not in the catalog"))
+        if known_releases is not None:
+            named = [v for r in w.applies_to.releases for v in (r.min, r.max) if v]
+            if w.fixed_in:
+                named.append(w.fixed_in)
+            for v in named:
+                if v not in releases:
+                    problems.append(
+                        LintProblem(where, w.id, "unknown-release", f"{v} is not a torch_npu release")
+                    )
+            if w.applies_to.releases and not any(w.applies(r) for r in known_releases):
+                problems.append(LintProblem(where, w.id, "unknown-release", "range matches no release"))
+    return problems
+
+
+# ---------------------------------------------------------------------------- authoring
+
+
+def scaffold(op: str, *, author: str = "your-github-handle", today: _dt.date | None = None) -> str:
+    """A YAML entry for ``op`` that validates as is, with every field to fill in marked."""
+    op_c = canonical(op)
+    slug = re.sub(r"[^a-z0-9]+", "-", op_c.split("::", 1)[1].lower()).strip("-")
+    data: dict[str, Any] = {
+        "id": f"{slug}-rewrite",
+        "title": f"TODO: one line, e.g. '{op_c} falls back to the CPU'",
+        "ops": [op_c],
+        "applies_to": {"releases": [{"min": None, "max": None}], "hardware": ["all"]},
+        "kind": Kind.rewrite.value,
+        "problem": "TODO: what users see (log line, slowdown, error) and on which releases.",
+        "fix": "TODO: Markdown. What to change, and why it is safe.",
+        "rewrite": {
+            "api": "torch.TODO",
+            "rtol": 1e-5,
+            "atol": 1e-6,
+            "code": (
+                "import torch\n\n"
+                "def replacement(*args, **kwargs):\n"
+                "    # TODO: same call signature as the API, built from ops the NPU supports\n"
+                "    raise NotImplementedError\n\n"
+                "def inputs():\n"
+                "    # TODO: yield (args, kwargs) cases, edge cases included\n"
+                "    yield (torch.randn(4),), {}\n"
+            ),
+        },
+        "sources": ["https://gitcode.com/Ascend/pytorch/issues/TODO"],
+        "author": author,
+        "last_verified": (today or _dt.date.today()).isoformat(),
+    }
+    body = yaml.dump(data, sort_keys=False, allow_unicode=True, width=100, Dumper=_BlockDumper)
+    return "# yaml-language-server: $schema=schema.json\n" + body
+
+
+class _BlockDumper(yaml.SafeDumper):
+    pass
+
+
+def _str_repr(dumper: yaml.SafeDumper, s: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in s else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", s, style=style)
+
+
+_BlockDumper.add_representer(str, _str_repr)
+
+
+def json_schema() -> dict[str, Any]:
+    schema = Workaround.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "opcheck workaround entry"
+    return schema
+
+
+def write_schema(path: Path | None = None) -> Path:
+    """Write the JSON Schema editors use (``# yaml-language-server: $schema=schema.json``)."""
+    target = path or default_workarounds_dir() / "schema.json"
+    target.write_text(json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return target
+
+
+# ---------------------------------------------------------------------------- deprecated.yaml
+
+
+def entries_from_deprecated(
+    rows: Iterable[tuple[str, str]],
+    *,
+    source: str = "https://gitcode.com/Ascend/op-plugin/blob/master/op_plugin/config/deprecated.yaml",
+    today: _dt.date | None = None,
+) -> list[Workaround]:
+    """op-plugin's ``deprecated.yaml`` rows (op, replacement) as configuration entries.
+
+    Ops are torch_npu customs, so a bare name gets the ``npu`` namespace; rows with no
+    replacement still become entries (the op goes away with nothing to switch to).
+    """
+    out: dict[str, Workaround] = {}
+    for op, replacement in rows:
+        op_c = canonical(op, default_namespace="npu")
+        base = op_c.split("::", 1)[1]
+        wid = "deprecated-" + re.sub(r"[^a-z0-9]+", "-", base.lower()).strip("-")
+        if wid in out:
+            continue
+        repl = (replacement or "").strip()
+        fix = (
+            f"Switch to {' or '.join(f'`{r.strip()}`' for r in repl.split(' or '))}."
+            if repl
+            else "No replacement is named upstream; keep to a release that still has it or drop the call."
+        )
+        out[wid] = Workaround(
+            id=wid,
+            title=f"{op_c} is deprecated",
+            ops=[op_c],
+            kind=Kind.configuration,
+            problem=f"op-plugin lists {op_c} as deprecated; later releases may remove it.",
+            fix=fix,
+            sources=[source],
+            author="op-plugin deprecated.yaml",
+            last_verified=today or _dt.date.today(),
+        )
+    return list(out.values())
+
+
+# ---------------------------------------------------------------------------- catalog rows
+
+
+def catalog_records(entries: Iterable[Workaround], paths: dict[str, str] | None = None) -> list[WorkaroundRec]:
+    """Entries as catalog rows (``paths``: entry id → where the entry lives)."""
+    out = []
+    for w in sorted(entries, key=lambda e: e.id):
+        out.append(WorkaroundRec(
+            id=w.id, title=w.title, kind=w.kind.value, problem=w.problem, fix=w.fix,
+            releases=json.dumps([r.model_dump(exclude_none=True) for r in w.applies_to.releases]),
+            hardware=",".join(str(h) for h in w.applies_to.hardware),
+            fixed_in=w.fixed_in or "", cann_min=w.cann_min or "", env=json.dumps(w.env),
+            rewrite_api=w.rewrite.api if w.rewrite else "",
+            sources="\n".join(str(s) for s in w.sources), author=w.author,
+            last_verified=w.last_verified.isoformat(),
+            path=(paths or {}).get(w.id, ""), ops=tuple(w.ops),
+        ))
+    return out
+
+
+def attach(data: CatalogData, folder: Path | None = None) -> None:
+    """Add the contributed entries in ``folder`` and op-plugin's deprecations to ``data``.
+
+    A contributed entry wins over a generated one with the same id.
+    """
+    folder = folder or default_workarounds_dir()
+    entries = load_dir(folder)
+    paths = {e.id: f"data/workarounds/{e.id}.yaml" for e in entries}
+    generated = [
+        g for g in entries_from_deprecated([(d.op, d.replacement) for d in data.deprecations])
+        if g.id not in paths
+    ]
+    for g in generated:
+        paths[g.id] = "op-plugin deprecated.yaml"
+    data.workarounds = catalog_records([*entries, *generated], paths)
+
+
+def folder_digest(folder: Path | None = None) -> str:
+    """Changes whenever an entry file changes (the cached catalog must follow)."""
+    h = hashlib.sha256()
+    for p in entry_files(folder or default_workarounds_dir()):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()

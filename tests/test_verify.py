@@ -1,0 +1,201 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from opcheck.db import verify as vf
+from opcheck.db import workarounds as wa
+from opcheck.errors import CatalogError
+
+pytestmark = pytest.mark.torch
+torch = pytest.importorskip("torch")
+
+RELEASES = ["2.0.1.post4", "2.1.0", "2.1.0.post4", "2.1.0.post10", "2.6.0.post3", "2.8.0", "2.12.0"]
+ENTRIES = wa.load_dir(wa.default_workarounds_dir())
+REWRITES = [e for e in ENTRIES if e.rewrite is not None]
+
+# Every op an entry says is broken counts as falling back on the releases that entry names:
+# a replacement that calls the very op it works around must fail the NPU check.
+BROKEN = {(op, e.id) for e in ENTRIES for op in e.ops}
+
+
+def catalog_status(op: str, release: str) -> str:
+    for e in ENTRIES:
+        if op in e.ops and e.kind is wa.Kind.rewrite and e.applies(release):
+            return "fallback"
+    return "npu"
+
+
+ISIN_CODE = '''
+import torch
+
+def replacement(elements, test_elements, *, assume_unique=False, invert=False):
+    out = (elements.unsqueeze(-1) == test_elements.reshape(-1)).any(-1)
+    return ~out if invert else out
+
+def inputs():
+    yield (torch.randint(0, 9, (3, 5)), torch.tensor([1, 4])), {}
+    yield (torch.arange(6), torch.tensor([0, 5])), {"invert": True}
+'''
+
+
+def _isin_entry(code: str = ISIN_CODE, **rewrite: Any) -> wa.Workaround:
+    return wa.Workaround.model_validate({
+        "id": "isin-test", "title": "isin test", "ops": ["aten::isin.Tensor_Tensor"],
+        "applies_to": {"releases": [{"min": "2.1.0", "max": "2.1.0.post4"}]},
+        "kind": "rewrite", "problem": "falls back to the CPU", "fix": "compare and reduce",
+        "rewrite": {"api": "torch.isin", "code": code, **rewrite},
+        "sources": ["https://github.com/Ascend/pytorch/issues/40"], "author": "t",
+        "last_verified": "2026-11-01",
+    })
+
+
+@pytest.mark.parametrize("entry", REWRITES, ids=[e.id for e in REWRITES])
+def test_every_shipped_rewrite_verifies(entry: wa.Workaround) -> None:
+    result = vf.verify(entry, op_status=catalog_status, releases=RELEASES)
+    assert result.ok, result.problems
+    assert result.cases >= 3
+    assert result.ops, "the tracer saw no ops"
+    if entry.kind is wa.Kind.rewrite:
+        assert not set(entry.ops) & result.ops, "replacement still calls the op it replaces"
+
+
+def test_shipped_rewrites_exist() -> None:
+    assert len(REWRITES) >= 6
+    assert {"isin-tensor-tensor-rewrite", "torchvision-nms-rewrite"} <= {e.id for e in REWRITES}
+
+
+def test_good_replacement_passes_and_reports_ops() -> None:
+    r = vf.verify(_isin_entry(), op_status=lambda op, rel: "npu", releases=RELEASES)
+    assert r.ok and r.cases == 2
+    assert {"aten::eq.Tensor", "aten::any.dim"} <= r.ops
+
+
+WRONG_VALUES = ISIN_CODE.replace("return ~out if invert else out", "return out")
+WRONG_SHAPE = ISIN_CODE.replace("return ~out if invert else out", "return out.reshape(-1)")
+WRONG_DTYPE = ISIN_CODE.replace("return ~out if invert else out", "return (~out if invert else out).int()")
+RAISES = ISIN_CODE.replace("out = (elements", "raise RuntimeError('boom')\n    out = (elements")
+
+
+@pytest.mark.parametrize(("code", "message"), [
+    (WRONG_VALUES, "case 1: values differ"),
+    (WRONG_SHAPE, "case 0: shape (15,) != (3, 5)"),
+    (WRONG_DTYPE, "case 0: dtype torch.int32 != torch.bool"),
+    (RAISES, "case 0: replacement raises RuntimeError: boom"),
+])
+def test_wrong_replacement_is_caught(code: str, message: str) -> None:
+    r = vf.verify(_isin_entry(code))
+    assert not r.ok
+    assert r.problems[0] == message
+
+
+def test_float_tolerance_is_applied() -> None:
+    code = '''
+import torch
+def replacement(input, dim):
+    return torch.cumsum(input, dim) * (1 + 1e-3)
+def inputs():
+    yield (torch.rand(8) + 1, 0), {}
+'''
+    loose = wa.Workaround.model_validate({**_isin_entry().model_dump(),
+                                           "rewrite": {"api": "torch.cumsum", "code": code, "rtol": 1e-2}})
+    tight = wa.Workaround.model_validate({**_isin_entry().model_dump(),
+                                           "rewrite": {"api": "torch.cumsum", "code": code, "rtol": 1e-5}})
+    assert vf.verify(loose).ok
+    assert "max abs diff" in vf.verify(tight).problems[0]
+
+
+def test_replacement_using_a_fallback_op_is_caught() -> None:
+    # Agrees with torch.isin (it *is* torch.isin) but the op falls back on 2.1.0-2.1.0.post4.
+    code = ISIN_CODE.replace("out = (elements.unsqueeze(-1) == test_elements.reshape(-1)).any(-1)",
+                             "out = torch.isin(elements, test_elements)")
+    entry = _isin_entry(code)
+
+    def status(op: str, rel: str) -> str:
+        return "fallback" if op == "aten::isin.Tensor_Tensor" and rel.startswith("2.1.0") else "npu"
+
+    r = vf.verify(entry, op_status=status, releases=RELEASES)
+    assert vf.check_equivalence(entry)[1] == []
+    assert r.problems == [
+        "replacement uses aten::isin.Tensor_Tensor, not on the NPU (2.1.0: fallback, 2.1.0.post4: fallback)"
+    ]
+    # 2.1.0.post10 is outside the entry's range, so its status is never asked for.
+    asked: list[str] = []
+    vf.check_npu_ops(entry, op_status=lambda op, rel: asked.append(rel) or "npu", releases=RELEASES)
+    assert set(asked) == {"2.1.0", "2.1.0.post4"}
+
+
+def test_injected_tracer_is_used() -> None:
+    calls: list[int] = []
+
+    def fake_trace(fn: Callable[..., Any], cases: Any) -> set[str]:
+        calls.append(len(cases))
+        return {"npu::npu_magic", "aten::add.Tensor"}
+
+    ops, problems = vf.check_npu_ops(
+        _isin_entry(), op_status=lambda op, rel: "npu" if op.startswith("aten") else "unknown",
+        releases=["2.1.0"], trace_ops=fake_trace)
+    assert calls == [2]
+    assert ops == {"npu::npu_magic", "aten::add.Tensor"}
+    assert problems == ["replacement uses npu::npu_magic, not on the NPU (2.1.0: unknown)"]
+
+
+def test_npu_check_skipped_without_status_source() -> None:
+    r = vf.verify(_isin_entry())
+    assert r.ok and r.skipped == ["npu op check: no op status source"] and not r.ops
+
+
+def test_reference_used_when_api_is_missing() -> None:
+    code = '''
+import torch
+def reference(x):
+    return x * 2
+def replacement(x):
+    return x + x
+def inputs():
+    yield (torch.randn(4),), {}
+'''
+    entry = wa.Workaround.model_validate({**_isin_entry().model_dump(),
+                                           "rewrite": {"api": "nonexistent_pkg.ops.double", "code": code}})
+    assert vf.verify(entry).ok
+    no_ref = code.replace("def reference(x):\n    return x * 2\n", "")
+    entry2 = wa.Workaround.model_validate({**_isin_entry().model_dump(),
+                                            "rewrite": {"api": "nonexistent_pkg.ops.double", "code": no_ref}})
+    r = vf.verify(entry2)
+    assert r.problems == ["isin-test: cannot import nonexistent_pkg.ops.double; define reference() in the code"]
+
+
+def test_broken_code_is_a_catalog_error() -> None:
+    entry = _isin_entry(ISIN_CODE + "\nraise ValueError('bad module')\n")
+    with pytest.raises(CatalogError, match="rewrite code fails to load: ValueError: bad module"):
+        vf.load_rewrite(entry.rewrite, entry.id)  # type: ignore[arg-type]
+    empty = _isin_entry(ISIN_CODE.replace("    yield (torch.randint", "    return []\n    yield (torch.randint"))
+    assert vf.verify(empty).problems == ["isin-test: inputs() yields no cases"]
+
+
+def test_in_place_originals_do_not_leak_into_replacement_inputs() -> None:
+    code = '''
+import torch
+def reference(x):
+    return x.add_(1)
+def replacement(x):
+    return x + 1
+def inputs():
+    yield (torch.zeros(3),), {}
+'''
+    entry = wa.Workaround.model_validate({**_isin_entry().model_dump(), "rewrite": {"api": "x.y", "code": code}})
+    assert vf.verify(entry).ok
+
+
+def test_verify_all_skips_entries_without_code() -> None:
+    results = vf.verify_all(ENTRIES)
+    by_id = {r.entry: r for r in results}
+    assert by_id["hccl-exec-timeout"].skipped == ["no rewrite code"]
+    assert all(r.ok for r in results)
+
+
+def test_inputs_that_raise_are_reported() -> None:
+    code = ISIN_CODE.replace("    yield (torch.randint", "    raise KeyError('nope')\n    yield (torch.randint")
+    assert vf.verify(_isin_entry(code)).problems == ["isin-test: inputs() raises KeyError: 'nope'"]

@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from opcheck.db import workarounds as wa
+from opcheck.errors import CatalogError, UsageError
+
+DATA = wa.default_workarounds_dir()
+# A few real releases (from releases.tsv) so the release checks run without the upstream mirror.
+RELEASES = [
+    "1.11.0.post8", "2.0.1.post4", "2.1.0", "2.1.0.post4", "2.1.0.post10", "2.1.0.post17",
+    "2.6.0.post3", "2.8.0", "2.12.0",
+]
+
+
+def _entry(**over: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "id": "demo-entry",
+        "title": "demo entry",
+        "ops": ["aten::isin.Tensor_Tensor"],
+        "kind": "configuration",
+        "problem": "something slow happens here",
+        "fix": "do the other thing instead",
+        "sources": ["https://github.com/Ascend/pytorch/issues/40"],
+        "author": "me",
+        "last_verified": "2026-11-01",
+    }
+    base.update(over)
+    return base
+
+
+def _write(folder: Path, data: dict[str, object], name: str | None = None) -> Path:
+    p = folder / f"{name or data['id']}.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return p
+
+
+def test_shipped_entries_load_and_lint_clean() -> None:
+    entries = wa.load_dir(DATA)
+    assert len(entries) >= 30
+    assert len({e.id for e in entries}) == len(entries)
+    assert wa.lint(DATA, known_releases=[*RELEASES, "2.1.0.post10"]) == []
+    kinds = {e.kind for e in entries}
+    assert {wa.Kind.rewrite, wa.Kind.dtype_cast, wa.Kind.env_var, wa.Kind.upgrade,
+            wa.Kind.configuration, wa.Kind.custom_kernel} <= kinds
+    assert all(e.sources for e in entries)
+
+
+def test_shipped_entries_against_real_releases(upstream: Path) -> None:
+    rows = (upstream / "releases.tsv").read_text().splitlines()[1:]
+    releases = [r.split("\t")[3] for r in rows if r.split("\t")[3]]
+    assert wa.lint(DATA, known_releases=releases) == []
+
+
+def test_shipped_aten_ops_exist_in_torch() -> None:
+    torch = pytest.importorskip("torch")
+    known = {wa.canonical(n, default_namespace=None) for n in torch._C._dispatch_get_all_op_names()}
+    assert "aten::isin.Tensor_Tensor_out" in known
+    # npu:: and third-party namespaces are not in torch: lint must not flag them.
+    problems = wa.lint(DATA, known_ops=known)
+    assert problems == [], [str(p) for p in problems]
+
+
+def test_lint_flags_unknown_ops_and_releases(tmp_path: Path) -> None:
+    _write(tmp_path, _entry(ops=["aten::isin.Tensor_Tensor", "aten::no_such_op", "torchvision::nms"],
+                            applies_to={"releases": [{"min": "2.1.0", "max": "2.1.0.post99"}]}))
+    problems = wa.lint(tmp_path, known_ops={"aten::isin.Tensor_Tensor", "aten::add.Tensor"},
+                       known_releases=RELEASES)
+    assert {(p.code, p.message) for p in problems} == {
+        ("unknown-op", "aten::no_such_op is not in the catalog"),
+        ("unknown-release", "2.1.0.post99 is not a torch_npu release"),
+    }
+
+
+def test_lint_range_matching_no_release(tmp_path: Path) -> None:
+    _write(tmp_path, _entry(applies_to={"releases": [{"min": "3.0.0"}]}))
+    problems = wa.lint(tmp_path, known_releases=RELEASES)
+    assert [p.code for p in problems] == ["unknown-release", "unknown-release"]
+
+
+def test_lint_duplicate_ids_and_file_name(tmp_path: Path) -> None:
+    _write(tmp_path, _entry())
+    _write(tmp_path, _entry(), name="other-name")
+    codes = sorted(p.code for p in wa.lint(tmp_path))
+    assert codes == ["duplicate-id", "file-name"]
+
+
+def test_lint_schema_errors_name_file_and_line(tmp_path: Path) -> None:
+    p = tmp_path / "bad-entry.yaml"
+    p.write_text(
+        "id: bad-entry\ntitle: bad entry\nops:\n  - isin\nkind: rewrite\n"
+        "problem: something slow happens\nfix: do the other thing\nsources: [not-a-link]\n"
+        "author: me\nlast_verified: 2026-11-01\n",
+        encoding="utf-8",
+    )
+    problems = wa.lint(tmp_path)
+    by_field = {p.message.split(":", 1)[0]: p for p in problems}
+    assert by_field["ops.0"].line == 4
+    assert "'isin' is not canonical; write 'aten::isin'" in by_field["ops.0"].message
+    assert by_field["sources.0"].line == 8
+    assert "source is not a link" in by_field["sources.0"].message
+    assert str(by_field["ops.0"]).startswith(f"{p}:4: [schema]")
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
+    p = tmp_path / "broken.yaml"
+    p.write_text("id: broken\ntitle: [unclosed\nkind: rewrite\n", encoding="utf-8")
+    with pytest.raises(CatalogError, match=r"broken\.yaml:\d+: YAML error"):
+        wa.load_file(p)
+    problems = wa.lint(tmp_path)
+    assert [(x.code, x.line) for x in problems] == [("yaml", 3)]
+    assert str(problems[0]).startswith(f"{p}:3: [yaml] YAML error")
+
+
+def test_model_rules() -> None:
+    with pytest.raises(ValueError, match="kind upgrade needs fixed_in"):
+        wa.Workaround.model_validate(_entry(kind="upgrade"))
+    with pytest.raises(ValueError, match="kind rewrite needs a rewrite"):
+        wa.Workaround.model_validate(_entry(kind="rewrite"))
+    with pytest.raises(ValueError, match="kind env-var needs env"):
+        wa.Workaround.model_validate(_entry(kind="env-var"))
+    with pytest.raises(ValueError, match=r"min 2\.2\.0 is after max 2\.1\.0"):
+        wa.Workaround.model_validate(_entry(applies_to={"releases": [{"min": "2.2.0", "max": "2.1.0"}]}))
+    with pytest.raises(ValueError, match=r"hardware\.0|Input should be"):
+        wa.Workaround.model_validate(_entry(applies_to={"hardware": ["gpu"]}))
+    with pytest.raises(ValueError, match="must define inputs"):
+        wa.Workaround.model_validate(_entry(kind="rewrite", rewrite={"api": "torch.isin", "code": "def replacement(): pass"}))
+    with pytest.raises(ValueError, match="listed twice"):
+        wa.Workaround.model_validate(_entry(ops=["aten::relu", "aten::relu"]))
+
+
+def test_release_range_semantics() -> None:
+    w = wa.Workaround.model_validate(_entry(applies_to={"releases": [
+        {"min": "2.1.0", "max": "2.1.0.post4"}, {"min": "2.8.0"}]}))
+    assert [r for r in RELEASES if w.applies(r)] == ["2.1.0", "2.1.0.post4", "2.8.0", "2.12.0"]
+    assert wa.Workaround.model_validate(_entry()).applies("1.11.0.post8")
+
+
+def test_scaffold_is_a_valid_entry(tmp_path: Path) -> None:
+    text = wa.scaffold("isin.Tensor_Tensor_out")
+    data = yaml.safe_load(text)
+    w = wa.Workaround.model_validate(data)
+    assert w.ops == ["aten::isin.Tensor_Tensor_out"]
+    assert w.id == "isin-tensor-tensor-out-rewrite"
+    (tmp_path / f"{w.id}.yaml").write_text(text, encoding="utf-8")
+    assert wa.lint(tmp_path) == []
+    with pytest.raises(UsageError):
+        wa.scaffold("not an op!")
+
+
+def test_schema_file_is_current() -> None:
+    on_disk = json.loads((DATA / "schema.json").read_text(encoding="utf-8"))
+    assert on_disk == wa.json_schema()
+    assert set(on_disk["required"]) >= {"id", "kind", "problem", "fix", "sources", "author", "last_verified"}
+
+
+def test_entries_from_deprecated_rows() -> None:
+    rows = [("npu_silu", "torch.nn.functional.silu"), ("npu_min.dim", "torch.min"),
+            ("npu_min.names_dim", "torch.min"), ("npu_nms_rotated", ""),
+            ("npu_conv2d", "torch.nn.functional.conv2d"), ("npu_conv2d", "dup")]
+    out = wa.entries_from_deprecated(rows)
+    assert [e.id for e in out] == ["deprecated-npu-silu", "deprecated-npu-min-dim",
+                                   "deprecated-npu-min-names-dim", "deprecated-npu-nms-rotated",
+                                   "deprecated-npu-conv2d"]
+    assert out[0].ops == ["npu::npu_silu"] and "`torch.nn.functional.silu`" in out[0].fix
+    assert "No replacement" in out[3].fix
+    assert wa.lint(out) == []
+
+
+def test_entries_from_real_deprecated_yaml(upstream: Path) -> None:
+    data = yaml.safe_load((upstream / "github/Ascend/op-plugin/master/op_plugin/config/deprecated.yaml").read_text())
+    rows = [(d["name"], d.get("replace", "")) for d in data["deprecated"]]
+    out = wa.entries_from_deprecated(rows)
+    assert len(out) == len({r[0] for r in rows})
+    assert all(e.ops[0].startswith("npu::") for e in out)
+
+
+def test_import_does_not_pull_torch() -> None:
+    code = ("import sys, opcheck.db.workarounds, opcheck.db.troubleshoot, opcheck.db.verify; "
+            "sys.exit(1 if 'torch' in sys.modules else 0)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
