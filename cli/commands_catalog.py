@@ -74,18 +74,22 @@ def op(
         console.print(f"[bold]{opname}[/bold]{kind}")
         console.print(f"first release with an NPU kernel: [bold]{first_any or 'none'}[/bold]")
         table = Table(show_edge=False)
-        for col in ("torch_npu", "torch", "train", "CANN", "status", "kernel", "via / note"):
-            table.add_column(col)
+        for col in ("torch_npu", "torch", "train", "CANN", "status", "kernel"):
+            table.add_column(col, no_wrap=True)
+        table.add_column("aclnn / via", overflow="fold")
+        matrix_only = []
         for h in rows:
             r = h.resolution
             if r is None:
-                table.add_row(h.release.torch_npu, h.release.torch, h.release.train,
-                              h.release.cann, "-", "", "no kernel list for this release")
+                matrix_only.append(h.release.torch_npu)
                 continue
             note = " → ".join(r.via[1:]) if len(r.via) > 1 else (r.aclnn or "")
             table.add_row(h.release.torch_npu, h.release.torch, h.release.train, h.release.cann,
                           status_text(r.status), r.kernel, note)
         console.print(table)
+        if matrix_only:
+            console.print(f"{len(matrix_only)} older releases have no kernel list in the catalog "
+                          f"({matrix_only[0]} … {matrix_only[-1]})", style="dim")
 
 
 def releases(fmt: FormatOpt = "table", catalog: CatalogOpt = None) -> None:
