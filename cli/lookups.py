@@ -31,4 +31,6 @@ def workaround_lookup(cat: Catalog) -> WorkaroundLookup | None:
 
 
 def restriction_lookup(cat: Catalog, hardware: str | None) -> RestrictionLookup | None:
-    return None
+    from opcheck.db.restrictions import restriction_lookup as lookup
+
+    return lookup(cat, hardware)

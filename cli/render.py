@@ -46,6 +46,12 @@ def render_report(report: object, console: object | None = None) -> None:
         con.print(table)
         if any(not f.first_npu_release and f.first_npu_release_any for f in problems):
             con.print("* only on another torch line")
+        for f in problems:
+            for r in f.restrictions:
+                if r.violated:
+                    what = (f"not supported on {r.hardware}" if r.unsupported
+                            else f"{', '.join(r.dtypes_seen_outside)} outside: {r.text}")
+                    con.print(f"restricted {f.op} via {r.api}: {what}  {r.link}")
     if report.matrix:
         m = report.matrix
         con.print(f"oldest release running the whole model on the NPU: "

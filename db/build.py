@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +23,6 @@ from .engine import make_engine
 from .models import SCHEMA_VERSION
 
 
-def _release_row(rec: Any) -> dict[str, Any]:
-    d = asdict(rec)
-    d.pop("kernel_source_id")
-    d.pop("native_source_id")
-    return d
-
-
 def _insert(raw: Any, table: str, cols: list[str], rows: list[tuple[Any, ...]]) -> None:
     if not rows:
         return
@@ -37,9 +30,12 @@ def _insert(raw: Any, table: str, cols: list[str], rows: list[tuple[Any, ...]]) 
     raw.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(cols))})", rows)
 
 
-def _dicts(table: str, rows: list[dict[str, Any]]) -> tuple[str, list[str], list[tuple[Any, ...]]]:
-    cols = list(rows[0]) if rows else []
-    return table, cols, [tuple(r[c] for c in cols) for r in rows]
+def _rows(table: str, items: list[Any], skip: tuple[str, ...] = ()) -> tuple[str, list[str], list[tuple[Any, ...]]]:
+    """Dataclass records as insert tuples (``dataclasses.asdict`` deep-copies: too slow here)."""
+    if not items:
+        return table, [], []
+    cols = [f.name for f in fields(items[0]) if f.name not in skip]
+    return table, cols, [tuple(getattr(x, c) for c in cols) for x in items]
 
 
 def fill(engine: Engine, data: CatalogData) -> None:
@@ -58,17 +54,24 @@ def fill(engine: Engine, data: CatalogData) -> None:
         assert raw is not None
         raw.execute("PRAGMA synchronous=OFF")  # a private temp file: durability comes from the rename
         batches = [
-            _dicts("source", [asdict(s) for s in data.sources]),
-            _dicts("release", [_release_row(r) for r in data.releases]),
-            _dicts("operator", [asdict(o) for o in data.operators]),
+            _rows("source", data.sources),
+            _rows("release", data.releases, skip=("kernel_source_id", "native_source_id")),
+            _rows("operator", data.operators),
             ("npukernel",
              ["op", "release", "source_id", "status", "op_api", "acl_op", "native", "aclnn"],
              [(k.op, k.release, k.source_id, k.facts.status, k.facts.op_api, k.facts.acl_op,
                k.facts.native, k.facts.aclnn) for k in data.kernels]),
-            _dicts("deprecation", [asdict(d) for d in data.deprecations]),
-            _dicts("pythonsupport", [asdict(p) for p in data.pythons]),
-            _dicts("workaround", [{k: v for k, v in asdict(w).items() if k != "ops"}
-                                  for w in data.workarounds]),
+            _rows("deprecation", data.deprecations),
+            _rows("pythonsupport", data.pythons),
+            ("api_support",
+             ["api", "feature", "hardware", "supported", "only_dtypes", "unsupported_dtypes",
+              "arg_limits", "generation", "doc_version", "ref", "restriction", "line", "source_id"],
+             [(a.facts.api, a.facts.feature, a.facts.hardware, a.facts.supported,
+               a.facts.only_dtypes, a.facts.unsupported_dtypes, a.facts.arg_limits,
+               a.facts.generation, a.doc_version, a.ref, a.restriction, a.line, a.source_id)
+              for a in data.api_support]),
+            ("api_op", ["api", "op", "via"], [(x.api, x.op, x.via) for x in data.api_ops]),
+            _rows("workaround", data.workarounds, skip=("ops",)),
             ("workaround_op", ["workaround_id", "op"],
              [(w.id, op) for w in data.workarounds for op in w.ops]),
             ("meta", ["key", "value"], list(meta.items())),

@@ -30,12 +30,18 @@ class WorkaroundRef:
 
 @dataclass(frozen=True)
 class Restriction:
-    """A documented limit of an op's Python API on the target (dtype or argument)."""
+    """A documented limit of an op's Python API on the target (dtype, argument, product)."""
 
     api: str
     text: str
-    dtypes_seen_outside: tuple[str, ...] = ()
+    dtypes_seen_outside: tuple[str, ...] = ()  # traced dtypes the doc does not allow
     link: str = ""
+    hardware: str = ""  # the product the statement is about ("" = every product)
+    unsupported: bool = False  # the doc says the API is not supported there
+
+    @property
+    def violated(self) -> bool:
+        return bool(self.dtypes_seen_outside) or self.unsupported
 
 
 @dataclass
@@ -137,7 +143,7 @@ def check(
         )
         if restrictions is not None:
             f.restrictions = restrictions(use.op, use.dtypes, target)
-            f.restricted = any(r.dtypes_seen_outside for r in f.restrictions)
+            f.restricted = any(r.violated for r in f.restrictions)
         if workarounds is not None and (f.status not in ("npu", "composite") or f.restricted):
             f.workarounds = workarounds(use.op, target)
         findings.append(f)

@@ -91,6 +91,37 @@ class PythonRec:
     source_id: int | None = None
 
 
+@dataclass(frozen=True)
+class ApiFacts:
+    """What one doc says of one API on one product; identical facts group in the snapshot."""
+
+    api: str
+    feature: str = ""
+    hardware: str = ""
+    supported: bool | None = None
+    only_dtypes: str = ""
+    unsupported_dtypes: str = ""
+    arg_limits: str = ""
+    generation: str = ""
+
+
+@dataclass
+class ApiSupportRec:
+    facts: ApiFacts
+    doc_version: str = ""
+    ref: str = ""
+    restriction: str = ""
+    line: int = 0
+    source_id: int | None = None
+
+
+@dataclass
+class ApiOpRec:
+    api: str
+    op: str
+    via: str = "rule"
+
+
 @dataclass
 class WorkaroundRec:
     id: str
@@ -119,6 +150,8 @@ class CatalogData:
     kernels: list[KernelRec] = field(default_factory=list)
     deprecations: list[DeprecationRec] = field(default_factory=list)
     pythons: list[PythonRec] = field(default_factory=list)
+    api_support: list[ApiSupportRec] = field(default_factory=list)
+    api_ops: list[ApiOpRec] = field(default_factory=list)
     # Contributed data, read from data/ at build time (not part of the upstream snapshot).
     workarounds: list[WorkaroundRec] = field(default_factory=list)
     meta: dict[str, str] = field(default_factory=dict)

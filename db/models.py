@@ -125,3 +125,35 @@ class WorkaroundOp(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     workaround_id: str = Field(index=True, foreign_key="workaround.id")
     op: str = Field(index=True)
+
+
+class ApiSupport(SQLModel, table=True):
+    """Per-Python-API support from the torch_npu docs: API × doc version × hardware product."""
+
+    __tablename__ = "api_support"
+
+    id: int | None = Field(default=None, primary_key=True)
+    api: str = Field(index=True)  # torch.nn.functional.max_pool3d, torch.Tensor.abs
+    doc_version: str = Field(default="", index=True)  # torch version of the doc set; "" = any
+    ref: str = ""  # branch/tag of Ascend/pytorch the doc was read at
+    generation: str = ""  # html-table | pipe-table | sections | list
+    feature: str = ""  # "" = eager support; graph_mode, dtensor, deterministic, ...
+    hardware: str = Field(default="", index=True)  # product family; "" = not product-specific
+    supported: bool | None = None  # None: the doc leaves it open
+    only_dtypes: str = ""  # comma-separated; "" = the doc gives no list
+    unsupported_dtypes: str = ""
+    arg_limits: str = ""  # "arg:kind:v1|v2" entries separated by ";"
+    restriction: str = ""  # the doc's own words (synced catalogs only, not the snapshot)
+    line: int = 0
+    source_id: int | None = Field(default=None, foreign_key="source.id")
+
+
+class ApiOp(SQLModel, table=True):
+    """Which ATen ops a Python API calls (rules plus data/api_overrides.yaml)."""
+
+    __tablename__ = "api_op"
+
+    id: int | None = Field(default=None, primary_key=True)
+    api: str = Field(index=True)
+    op: str = Field(index=True)
+    via: str = ""  # rule | override

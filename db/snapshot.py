@@ -29,6 +29,9 @@ from opcheck.errors import CatalogError
 from opcheck.versions import release_key
 
 from .data import (
+    ApiFacts,
+    ApiOpRec,
+    ApiSupportRec,
     CatalogData,
     DeprecationRec,
     KernelFacts,
@@ -44,6 +47,9 @@ SNAPSHOT_FORMAT = "1"
 csv.field_size_limit(1 << 24)
 _SOURCE_COLS = ["id", "scraper", "path", "url", "ref", "commit", "sha256", "rows"]
 _KERNEL_COLS = ["op", "status", "op_api", "acl_op", "native", "aclnn", "releases"]
+_API_COLS = ["api", "feature", "hardware", "supported", "only_dtypes", "unsupported_dtypes",
+             "arg_limits", "generation", "docs"]
+_API_OP_COLS = ["api", "op", "via"]
 
 
 def _cell(value: Any) -> str:
@@ -88,6 +94,19 @@ def write_snapshot(data: CatalogData, folder: Path) -> None:
              ",".join(sorted(rels, key=release_key))]
             for (op, f), rels in grouped.items()
         ])
+        docs: dict[ApiFacts, list[str]] = defaultdict(list)
+        for a in data.api_support:
+            # The doc's prose stays upstream; the snapshot keeps the parsed facts and where
+            # they came from (source id, line, doc version).
+            docs[a.facts].append(f"{a.source_id or ''}:{a.line}:{a.doc_version}")
+        _write(staging, "api_support.tsv", _API_COLS, [
+            [f.api, f.feature, f.hardware, "" if f.supported is None else f.supported,
+             f.only_dtypes, f.unsupported_dtypes, f.arg_limits, f.generation,
+             ",".join(sorted(tokens))]
+            for f, tokens in docs.items()
+        ])
+        _write(staging, "api_ops.tsv", _API_OP_COLS,
+               [[x.api, x.op, x.via] for x in data.api_ops])
         dep_cols = _field_names(DeprecationRec)
         _write(staging, "deprecations.tsv", dep_cols,
                [[getattr(d, c) for c in dep_cols] for d in data.deprecations])
@@ -175,6 +194,21 @@ def read_snapshot(folder: Path) -> CatalogData:
                 kernel_sid, native_sid = release_source[rel_name]
                 sid = native_sid if only_native and native_sid else kernel_sid
                 data.kernels.append(KernelRec(r["op"], rel_name, facts, sid))
+        refs = {s.id: s.ref for s in data.sources}
+        for r in _read(folder, "api_support.tsv", _API_COLS):
+            facts = ApiFacts(
+                api=r["api"], feature=r["feature"], hardware=r["hardware"],
+                supported=None if r["supported"] == "" else _bool(r["supported"]),
+                only_dtypes=r["only_dtypes"], unsupported_dtypes=r["unsupported_dtypes"],
+                arg_limits=r["arg_limits"], generation=r["generation"],
+            )
+            for token in r["docs"].split(","):
+                sid_text, line, doc_version = token.split(":", 2)
+                sid = _opt_int(sid_text)
+                data.api_support.append(ApiSupportRec(
+                    facts, doc_version, refs.get(sid, "") if sid else "", "", int(line), sid))
+        for r in _read(folder, "api_ops.tsv", _API_OP_COLS):
+            data.api_ops.append(ApiOpRec(r["api"], r["op"], r["via"]))
         for r in _read(folder, "deprecations.tsv", _field_names(DeprecationRec)):
             data.deprecations.append(DeprecationRec(r["op"], r["replacement"],
                                                     _opt_int(r["source_id"])))

@@ -22,13 +22,16 @@ from datetime import datetime, timezone
 
 from opcheck.errors import OpcheckError, ScrapeError
 from opcheck.opname import OpName
-from opcheck.scrapers import npu_native, opplugin, releases, wheel
+from opcheck.scrapers import apidocs, apimap, npu_native, opplugin, releases, wheel
 from opcheck.scrapers.pytorch import parse_native_functions
 from opcheck.scrapers.rows import KernelRow, Origin, OperatorRow
 from opcheck.scrapers.sources import Fetched, Source
 from opcheck.versions import has_cpu_fallback, minor_key, release_key, torch_minor
 
 from .data import (
+    ApiFacts,
+    ApiOpRec,
+    ApiSupportRec,
     CatalogData,
     DeprecationRec,
     KernelFacts,
@@ -301,6 +304,7 @@ def collect(
                 data.pythons.append(PythonRec(p.torch_version, py, sid))
     data.pythons = _dedupe_pythons(data.pythons)
 
+    _add_api_docs(data, universe, col)
     _add_operators(data, universe, col)
     for s in data.sources:
         s.rows = max(s.rows, col._row_counts.get(s.id, 0))
@@ -419,6 +423,61 @@ def _add_operators(data: CatalogData, universe: Universe | None, col: Collector)
             ops[d.op] = OperatorRec(d.op, name.namespace, name.name, name.overload,
                                     source_id=d.source_id)
     data.operators = sorted(ops.values(), key=lambda o: o.op)
+
+
+def _walk(source: Source, path: str, depth: int = 0) -> list[str]:
+    """Every file below ``path`` (sources that cannot list give nothing)."""
+    try:
+        names = source.list_dir(path)
+    except ScrapeError:
+        return []
+    out: list[str] = []
+    for name in names:
+        child = f"{path}/{name}"
+        if name.endswith((".md", ".html")):
+            out.append(child)
+        elif depth < 8:
+            out += _walk(source, child, depth + 1)
+    return out
+
+
+def _arg_limits(limits: Iterable[apidocs.ArgLimit]) -> str:
+    return ";".join(
+        f"{a.arg}:{a.kind}:{'|'.join(v.replace(';', ',') for v in a.values)}" for a in limits
+    )
+
+
+def _add_api_docs(data: CatalogData, universe: Universe | None, col: Collector) -> None:
+    """Per-API support docs of every Ascend/pytorch ref the source has, and the API → ATen link."""
+    col.progress("API support docs")
+    paths: list[str] = []
+    for ref in col._ls(PYTORCH):
+        paths += _walk(col.source, f"{PYTORCH}/{ref}/docs")
+    for path in apidocs.api_doc_paths(paths):
+        try:
+            got, sid = col.fetch(path, "apidocs")
+            rows = apidocs.parse_markdown(got.text, origin=got.origin)
+        except OpcheckError as exc:
+            col.failures.append(str(exc))
+            continue
+        col._count(sid, len(rows))
+        for r in rows:
+            facts = ApiFacts(
+                api=r.api, feature=r.feature, hardware=r.hardware, supported=r.supported,
+                only_dtypes=",".join(r.only_dtypes) if r.only_dtypes else "",
+                unsupported_dtypes=",".join(r.unsupported_dtypes),
+                arg_limits=_arg_limits(r.arg_limits), generation=r.generation,
+            )
+            data.api_support.append(ApiSupportRec(facts, r.doc_version, r.ref, r.restriction,
+                                                  r.line, sid))
+    if universe is None:
+        return
+    aten = {o.op for o in universe.operators}
+    overrides = apimap.load_overrides()
+    overridden = {apimap.normalize_api(k) for k in overrides}
+    for api in sorted({a.facts.api for a in data.api_support}):
+        via = "override" if apimap.normalize_api(api) in overridden else "rule"
+        data.api_ops += [ApiOpRec(api, op, via) for op in apimap.link_api(api, aten, overrides)]
 
 
 def now() -> str:
