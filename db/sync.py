@@ -24,7 +24,7 @@ from opcheck.errors import OpcheckError, ScrapeError
 from opcheck.opname import OpName
 from opcheck.scrapers import apidocs, apimap, npu_native, opplugin, releases, wheel
 from opcheck.scrapers.pytorch import parse_native_functions
-from opcheck.scrapers.rows import KernelRow, Origin, OperatorRow
+from opcheck.scrapers.rows import KernelRow, OperatorRow, Origin
 from opcheck.scrapers.sources import Fetched, Source
 from opcheck.versions import has_cpu_fallback, minor_key, release_key, torch_minor
 

@@ -8,8 +8,8 @@ import pytest
 
 from opcheck.db.check import check
 from opcheck.db.engine import open_catalog
-from opcheck.db.restrictions import restriction_lookup
 from opcheck.db.resolve import Catalog
+from opcheck.db.restrictions import restriction_lookup
 from opcheck.errors import UsageError
 from opcheck.tracers.oplist import OpList, OpUse
 
