@@ -196,7 +196,7 @@ def read_snapshot(folder: Path) -> CatalogData:
                 data.kernels.append(KernelRec(r["op"], rel_name, facts, sid))
         refs = {s.id: s.ref for s in data.sources}
         for r in _read(folder, "api_support.tsv", _API_COLS):
-            facts = ApiFacts(
+            api_facts = ApiFacts(
                 api=r["api"], feature=r["feature"], hardware=r["hardware"],
                 supported=None if r["supported"] == "" else _bool(r["supported"]),
                 only_dtypes=r["only_dtypes"], unsupported_dtypes=r["unsupported_dtypes"],
@@ -206,7 +206,7 @@ def read_snapshot(folder: Path) -> CatalogData:
                 sid_text, line, doc_version = token.split(":", 2)
                 sid = _opt_int(sid_text)
                 data.api_support.append(ApiSupportRec(
-                    facts, doc_version, refs.get(sid, "") if sid else "", "", int(line), sid))
+                    api_facts, doc_version, refs.get(sid, "") if sid else "", "", int(line), sid))
         for r in _read(folder, "api_ops.tsv", _API_OP_COLS):
             data.api_ops.append(ApiOpRec(r["api"], r["op"], r["via"]))
         for r in _read(folder, "deprecations.tsv", _field_names(DeprecationRec)):
