@@ -103,7 +103,7 @@ def test_select_target(catalog: Catalog) -> None:
     assert select_target(catalog, torch_npu="2.1.0.post10").cann == "8.0.0"
     with pytest.raises(CatalogError, match="matrix-only"):
         select_target(catalog, torch_npu="2.4.0")
-    with pytest.raises(UsageError, match="no torch_npu release for torch 2.9"):
+    with pytest.raises(UsageError, match=r"no torch_npu release for torch 2\.9"):
         select_target(catalog, torch="2.9")
     with pytest.raises(UsageError, match="unknown torch_npu release"):
         select_target(catalog, torch_npu="9.9.9")
