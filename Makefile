@@ -16,11 +16,18 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[trace,dev]' 'torch==2.13.0'
+	$(BIN)/python -m pip install -q -e '.[trace,serve,dev]' 'torch==2.13.0'
 	touch $(STAMP)
 
 demo: install
-	$(BIN)/opcheck demo
+	@echo "== opcheck: the bundled example (data/examples/demo_model.py) on the newest release for this torch"
+	$(BIN)/opcheck --model data/examples/demo_model.py:build --fail-on never
+	@echo
+	@echo "== the same model on torch_npu 2.1.0.post4, an early 2.1 release"
+	$(BIN)/opcheck --model data/examples/demo_model.py:build --torch-npu 2.1.0.post4 --fail-on never
+	@echo
+	@echo "Next: opcheck op aten::isin.Tensor_Tensor_out (an op's history), opcheck releases,"
+	@echo "      make serve (browse the catalog at http://127.0.0.1:8001/)"
 
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

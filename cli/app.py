@@ -7,14 +7,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Annotated
 
 import typer
-
-from opcheck.errors import OpcheckError
 
 app = typer.Typer(
     name="opcheck",
@@ -26,35 +20,13 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-EXIT_ERROR = 2
-
-CatalogOpt = Annotated[
-    Path | None,
-    typer.Option("--catalog", help="Catalog file (default: built from the bundled snapshot).",
-                 envvar="OPCHECK_CATALOG", show_default=False),
-]
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table | json")]
-
-
-@contextmanager
-def handle_errors() -> Iterator[None]:
-    """Turn the library's errors into one line on stderr and exit code 2."""
-    try:
-        yield
-    except OpcheckError as exc:
-        typer.echo(f"opcheck: error: {exc}", err=True)
-        raise typer.Exit(EXIT_ERROR) from None
-    except KeyboardInterrupt:
-        typer.echo("opcheck: interrupted", err=True)
-        raise typer.Exit(130) from None
-
 
 def _register() -> None:
     # Command modules import their heavy dependencies lazily, so registering them is cheap
     # and `opcheck --help` never imports torch or the database layer.
-    from . import commands_catalog, commands_check, commands_data, commands_env
+    from . import commands_catalog, commands_check, commands_data, commands_env, commands_serve
 
-    for module in (commands_catalog, commands_check, commands_env, commands_data):
+    for module in (commands_catalog, commands_check, commands_env, commands_data, commands_serve):
         module.register(app)
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .app import CatalogOpt, FormatOpt, handle_errors
+from .common import CatalogOpt, FormatOpt, handle_errors
 
 
 def _catalog(path: Path | None) -> Any:
@@ -64,12 +64,11 @@ def op(
             }
             typer.echo(json.dumps(doc, indent=2))
             return
-        from rich.console import Console
         from rich.table import Table
 
-        from .render import status_text
+        from .render import status_text, wide_console
 
-        console = Console()
+        console = wide_console()
         kind = f"  ({info.kernel_kind}" + (f", delegates to {info.structured_delegate}" if info and info.structured_delegate else "") + ")" if info and info.kernel_kind else ""
         console.print(f"[bold]{opname}[/bold]{kind}")
         console.print(f"first release with an NPU kernel: [bold]{first_any or 'none'}[/bold]")

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .app import CatalogOpt, handle_errors
+from .common import CatalogOpt, handle_errors
 
 ModelArg = Annotated[
     str | None,

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .app import CatalogOpt, FormatOpt, handle_errors
+from .common import CatalogOpt, FormatOpt, handle_errors
 
 workaround_app = typer.Typer(help="Contributed workaround entries (data/workarounds/).",
                              no_args_is_help=True)

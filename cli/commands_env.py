@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from .app import CatalogOpt, FormatOpt, handle_errors
+from .common import CatalogOpt, FormatOpt, handle_errors
 
 EXIT_MISMATCH = 1
 

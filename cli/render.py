@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
 STATUS_STYLE = {
     "npu": "green",
     "composite": "cyan",
@@ -16,6 +21,15 @@ def status_text(status: str) -> str:
     return f"[{style}]{status}[/{style}]" if style else status
 
 
+def wide_console() -> Console:
+    """A console for tables: the terminal's width, or 140 columns when piped (CI logs, make)."""
+    import sys
+
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=140)
+
+
 def render_report(report: object, console: object | None = None) -> None:
     """The terminal view of a Report: header, verdict, problems table, then notes."""
     from rich.console import Console
@@ -25,7 +39,7 @@ def render_report(report: object, console: object | None = None) -> None:
     from opcheck.db.report import _target_line, summary_line
 
     assert isinstance(report, Report)
-    con = console if isinstance(console, Console) else Console()
+    con: Console = console if isinstance(console, Console) else wide_console()
     con.print(f"[bold]opcheck[/bold] {report.model}  ·  {report.method} ({report.ir}, {report.mode})")
     con.print(f"target: {_target_line(report)}")
     for w in report.warnings:
@@ -35,7 +49,9 @@ def render_report(report: object, console: object | None = None) -> None:
     problems = report.problems
     if problems:
         table = Table(show_edge=False, title="problems", title_justify="left")
-        for col in ("op", "status", "calls", "dtypes", "where", "first NPU release", "workarounds"):
+        table.add_column("op", no_wrap=True)
+        table.add_column("status", no_wrap=True)
+        for col in ("calls", "dtypes", "where", "first NPU release", "workarounds"):
             table.add_column(col, overflow="fold")
         for f in problems:
             first = f.first_npu_release or (f"{f.first_npu_release_any}*" if f.first_npu_release_any else "none")

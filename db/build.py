@@ -81,6 +81,9 @@ def fill(engine: Engine, data: CatalogData) -> None:
         for t in tables:
             for idx in t.indexes:
                 idx.create(conn)
+        from .serve import create_search_index
+
+        create_search_index(raw)
         broken = raw.execute("PRAGMA foreign_key_check").fetchmany(3)
         if broken:
             raise CatalogError(f"catalog facts reference missing rows: {broken}")

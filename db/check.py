@@ -145,7 +145,11 @@ def check(
             f.restrictions = restrictions(use.op, use.dtypes, target)
             f.restricted = any(r.violated for r in f.restrictions)
         if workarounds is not None and (f.status not in ("npu", "composite") or f.restricted):
-            f.workarounds = workarounds(use.op, target)
+            # Entries may name the op the model calls or the one at the end of its chain
+            # (logcumsumexp → _logcumsumexp): both help.
+            refs = {w.id: w for op in dict.fromkeys((use.op, *res.via[-1:]))
+                    for w in workarounds(op, target)}
+            f.workarounds = list(refs.values())
         findings.append(f)
     findings.sort(key=lambda f: (-SEVERITY[f.status], -int(f.restricted), -f.count, f.op))
     counts = Counter(f.status for f in findings)

@@ -209,6 +209,15 @@ class Resolver:
             why = "no NPU kernel and the CPU fallback is disabled (TORCH_NPU_FALLBACK_CPU_DISABLE=1)"
         return Resolution(op, "unsupported", via=via, reason=why)
 
+    def _private_twin(self, op: str) -> str:
+        """``aten::logcumsumexp`` → ``aten::_logcumsumexp``: composite wrappers whose whole
+        work is the underscore op of the same name (the dispatcher cannot tell us callees; this
+        pattern covers the wrappers that matter: logcumsumexp, values, indices)."""
+        ns, _, base = op.partition("::")
+        twin = f"{ns}::_{base}"
+        info = self.catalog.operators.get(twin)
+        return twin if info is not None and info.kernel_kind == "backend" else ""
+
     def _resolve(self, op: str, seen: tuple[str, ...]) -> Resolution:
         via = (*seen, op)
         facts = self.kernels.get(op)
@@ -239,6 +248,13 @@ class Resolver:
                               reason="CompositeImplicitAutograd: decomposes into other ops "
                                      "above the backend")
         if info.kernel_kind in COMPOSITE_EXPLICIT:
+            inner_op = self._private_twin(op)
+            if inner_op and inner_op not in seen:
+                inner = self._resolve(inner_op, via)
+                if SEVERITY[inner.status] > SEVERITY["composite"]:
+                    return Resolution(op, inner.status, inner.kernel, inner.aclnn, inner.via,
+                                      reason=f"{info.kernel_kind} wrapper around {inner_op}: "
+                                             f"{inner.reason}")
             return Resolution(op, "composite", via=via,
                               reason=f"{info.kernel_kind}: generic kernel calling other ops")
         return self._no_kernel(op, info, via)

@@ -1,0 +1,52 @@
+"""``opcheck serve``: browse the catalog and check op lists in a browser (Datasette)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .common import CatalogOpt, handle_errors
+
+
+def serve(
+    port: Annotated[int, typer.Option("--port", "-p", help="TCP port")] = 8001,
+    host: Annotated[str, typer.Option(
+        "--host", help="Interface to bind; 127.0.0.1 keeps it on this machine, 0.0.0.0 "
+                       "serves everyone who can reach it")] = "127.0.0.1",
+    export: Annotated[Path | None, typer.Option(
+        "--export", help="Write catalog, metadata, templates and plugins into DIR for "
+                         "`datasette publish` or a container image, print the datasette "
+                         "arguments, and exit", show_default=False)] = None,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Serve the catalog read-only with Datasette: tables, canned queries, a page per op
+    (/-/op/OP) and an op-list checker (/-/check)."""
+    with handle_errors():
+        from opcheck.db.engine import open_catalog, resolve_catalog_path
+        from opcheck.errors import UsageError
+
+        try:
+            import datasette  # noqa: F401
+
+            from opcheck.db import serve as serving
+        except ImportError:
+            raise UsageError("Datasette is not installed: pip install 'datasette>=0.65,<1' "
+                             "datasette-render-markdown") from None
+        path = resolve_catalog_path(catalog)
+        open_catalog(path).dispose()  # schema check: one clear error before the server starts
+        if export is not None:
+            args = serving.export(path, export)
+            typer.echo("datasette serve " + shlex.join(args))
+            return
+        if not 0 < port < 65536:
+            raise UsageError(f"--port must be 1-65535, not {port}")
+        typer.echo(f"opcheck: serving {path} read-only at http://{host}:{port}/ (Ctrl-C stops)",
+                   err=True)
+        serving.serve(path, host=host, port=port)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(serve)

@@ -1,0 +1,598 @@
+"""Serve the catalog with Datasette: read-only, described, with an op page and an op-list page.
+
+Datasette 0.65 reads one metadata document. ``datasette/metadata.yaml`` (what the tables and
+columns mean, sources, licences) and ``datasette/config.yaml`` (facets, search, canned queries,
+plugins, settings) are kept apart on disk and merged here. The op page and the op-list page
+get their statuses from the resolver and the checker, never from SQL.
+
+Nothing in this module imports Datasette at import time: ``db/build.py`` calls
+``create_search_index`` and must not pay for it.
+"""
+
+from __future__ import annotations
+
+import copy
+import email.parser
+import email.policy
+import json
+import re
+import shutil
+import sqlite3
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import yaml
+
+from opcheck.errors import OpcheckError, UsageError
+
+from .check import Report, check
+from .resolve import Catalog, ReleaseInfo, Resolution, Resolver
+
+DATASETTE_DIR = Path(__file__).resolve().parent / "datasette"
+DB_NAME = "catalog"
+MAX_UPLOAD = 5 * 1024 * 1024  # an op list of a large model is ~100 kB; anything bigger is not one
+
+# FTS5 tables built next to the facts (the served catalog is immutable). Trigram tokens let a
+# search for `interleave` find `aten::repeat_interleave.self_Tensor` and `Add` find `aclnnAddmm`;
+# workaround prose reads better with word stems.
+SEARCH_INDEXES: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "operator_fts": ("operator", ("op",), "trigram"),
+    "npukernel_fts": ("npukernel", ("aclnn",), "trigram"),
+    "api_support_fts": ("api_support", ("api",), "unicode61"),
+    "workaround_fts": ("workaround", ("id", "title", "problem", "fix", "rewrite_api"),
+                       "porter unicode61"),
+}
+
+
+def create_search_index(conn: sqlite3.Connection) -> None:
+    """Build the full-text indexes into a catalog being written (call before it is renamed
+    into place). External-content tables: the text is stored once, in the fact tables."""
+    for fts, (table, cols, tokenize) in SEARCH_INDEXES.items():
+        conn.execute(f"DROP TABLE IF EXISTS {fts}")
+        conn.execute(
+            f"CREATE VIRTUAL TABLE {fts} USING fts5({', '.join(cols)}, "
+            f"content='{table}', tokenize='{tokenize}')"
+        )
+        conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('rebuild')")
+
+
+def table_names(path: Path) -> set[str]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        conn.close()
+
+
+def search_tables(path: Path) -> set[str]:
+    """The full-text tables present in a catalog file."""
+    return table_names(path) & set(SEARCH_INDEXES)
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _read_yaml(name: str) -> dict[str, Any]:
+    doc = yaml.safe_load((DATASETTE_DIR / name).read_text(encoding="utf-8"))
+    if not isinstance(doc, dict):
+        raise UsageError(f"{name} is not a mapping")
+    return doc
+
+
+def load_config() -> tuple[dict[str, Any], dict[str, Any]]:
+    """(metadata for Datasette, settings): descriptions and configuration merged."""
+    config = _read_yaml("config.yaml")
+    settings = config.pop("settings", {}) or {}
+    return _deep_merge(_read_yaml("metadata.yaml"), config), settings
+
+
+def metadata_for(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The merged metadata for one catalog file: search settings only for the indexes the
+    file has (catalogs built before the indexes existed still serve, without search)."""
+    meta, settings = load_config()
+    present = table_names(path)
+    db = meta.get("databases", {}).get(DB_NAME, {})
+    for table in db.get("tables", {}).values():
+        if table.get("fts_table") and table["fts_table"] not in present:
+            for key in ("fts_table", "fts_pk", "searchmode"):
+                table.pop(key, None)
+    # Catalogs written before the per-API tables existed: their queries would only fail.
+    missing = {"api_support", "api_op"} - present
+    queries = db.get("queries", {})
+    for name in [n for n, q in queries.items()
+                 if any(re.search(rf"\b{t}\b", q.get("sql", "")) for t in missing)]:
+        del queries[name]
+    return meta, settings
+
+
+def make_datasette(catalog: Path) -> Any:
+    """A Datasette instance serving ``catalog`` immutably under the name ``catalog``."""
+    from datasette.app import Datasette
+
+    meta, settings = metadata_for(catalog)
+    ds = Datasette(
+        immutables=[str(catalog)],
+        metadata=meta,
+        settings=settings,
+        template_dir=str(DATASETTE_DIR / "templates"),
+        plugins_dir=str(DATASETTE_DIR / "plugins"),
+    )
+    # URLs and the metadata key are the database name; a synced or cached catalog file has
+    # a digest in its name, so it is renamed to one stable name.
+    name, db = next((n, d) for n, d in ds.databases.items() if d.path == str(catalog))
+    if name != DB_NAME:
+        ds.remove_database(name)
+        ds.add_database(db, name=DB_NAME)
+    return ds
+
+
+def serve(catalog: Path, *, host: str = "127.0.0.1", port: int = 8001) -> None:
+    import asyncio
+
+    import uvicorn
+
+    ds = make_datasette(catalog)
+    # As `datasette serve` does: plugin start-up (the op page's kernel cache) before the
+    # first visitor arrives.
+    asyncio.run(ds.invoke_startup())
+    if not search_tables(catalog):
+        print("opcheck serve: this catalog has no search index (rebuild it with a newer "
+              "opcheck to search op names and workarounds)", file=sys.stderr)
+    uvicorn.run(ds.app(), host=host, port=port, log_level="warning")
+
+
+def export(catalog: Path, folder: Path) -> list[str]:
+    """Write a self-contained folder for ``datasette publish`` / a container image: the
+    catalog (as ``catalog.sqlite``, with search indexes), merged metadata, templates and
+    plugins. Returns the ``datasette`` arguments that serve it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{DB_NAME}.sqlite"
+    shutil.copyfile(catalog, target)
+    if len(search_tables(target)) < len(SEARCH_INDEXES):
+        conn = sqlite3.connect(target)
+        try:
+            create_search_index(conn)
+            conn.commit()
+        finally:
+            conn.close()
+    meta, settings = metadata_for(target)
+    (folder / "metadata.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n",
+                                          encoding="utf-8")
+    for sub in ("templates", "plugins"):
+        shutil.copytree(DATASETTE_DIR / sub, folder / sub, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    args = ["-i", str(target), "--metadata", str(folder / "metadata.json"),
+            "--template-dir", str(folder / "templates"),
+            "--plugins-dir", str(folder / "plugins")]
+    for key, value in settings.items():
+        args += ["--setting", key, str(value).lower() if isinstance(value, bool) else str(value)]
+    return args
+
+
+# --- what the custom pages show -------------------------------------------------------------
+
+
+@dataclass
+class ServeState:
+    """Per-catalog objects the pages share. Pages call them from the event loop thread only,
+    so the catalog's lazy kernel cache is never filled concurrently."""
+
+    path: str
+    catalog: Catalog
+    sources: dict[int, dict[str, str]]
+    workarounds: list[dict[str, str]]
+    workaround_ops: dict[str, list[str]]
+    deprecations: dict[str, list[str]]
+
+    products: list[str] = field(default_factory=list)  # hardware named by the API docs
+    has_api_docs: bool = False  # catalogs written before the api_support table lack it
+
+    @property
+    def usable_releases(self) -> list[ReleaseInfo]:
+        """Releases with a kernel list, newest first (what the op-list page offers)."""
+        return [r for r in reversed(self.catalog.releases) if r.has_kernels]
+
+
+@lru_cache(maxsize=4)
+def state_for(path: str) -> ServeState:
+    from .engine import make_engine
+
+    cat = Catalog.load(make_engine(Path(path)))
+    conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    conn.row_factory = sqlite3.Row
+    try:
+        sources = {r["id"]: {k: str(v or "") for k, v in dict(r).items()}
+                   for r in conn.execute("SELECT * FROM source")}
+        workarounds = [{k: str(v or "") for k, v in dict(r).items()}
+                       for r in conn.execute("SELECT * FROM workaround ORDER BY id")]
+        wops: dict[str, list[str]] = {}
+        for op, wid in conn.execute("SELECT op, workaround_id FROM workaround_op ORDER BY op"):
+            wops.setdefault(op, []).append(wid)
+        products: list[str] = []
+        has_api = bool(conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'api_support'").fetchone())
+        if has_api:
+            products = [r[0] for r in conn.execute(
+                "SELECT DISTINCT hardware FROM api_support WHERE hardware != '' ORDER BY 1")]
+        deps: dict[str, list[str]] = {}
+        for op, repl in conn.execute("SELECT op, replacement FROM deprecation"):
+            deps.setdefault(op, []).append(repl)
+    finally:
+        conn.close()
+    return ServeState(path, cat, sources, workarounds, wops, deps, products, has_api)
+
+
+def workarounds_for(state: ServeState, op: str) -> list[dict[str, str]]:
+    """Workarounds filed for the op itself or for its overload packet (``aten::normal_``
+    covers ``aten::normal_.Tensor_float``), or for one of its overloads."""
+    ids: list[str] = []
+    for key, wids in state.workaround_ops.items():
+        if key == op or op.startswith(key + ".") or key.startswith(op + "."):
+            ids += [w for w in wids if w not in ids]
+    return [w for w in state.workarounds if w["id"] in ids]
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    release: ReleaseInfo
+    resolution: Resolution
+    source: dict[str, str] | None
+
+
+@dataclass
+class OpPage:
+    op: str
+    known: bool
+    namespace: str = ""
+    kernel_kind: str = ""
+    structured_delegate: str = ""
+    schema: str = ""
+    dispatch: tuple[str, ...] = ()
+    operator_source: dict[str, str] | None = None
+    timeline: list[TimelineRow] = field(default_factory=list)  # newest first
+    matrix_only: list[str] = field(default_factory=list)  # releases without a kernel list
+    lines: list[dict[str, str]] = field(default_factory=list)  # per torch line summary
+    first_npu: str = ""
+    workarounds: list[dict[str, str]] = field(default_factory=list)
+    deprecated_for: list[str] = field(default_factory=list)
+    suggestions: list[str] = field(default_factory=list)
+    api: ApiMatrix | None = None  # None: the catalog has no per-API documentation tables
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": 1, "op": self.op, "known": self.known,
+            "kernel_kind": self.kernel_kind, "structured_delegate": self.structured_delegate,
+            "first_npu_release": self.first_npu,
+            "releases": [
+                {"torch_npu": t.release.torch_npu, "torch": t.release.torch,
+                 "cann": t.release.cann, "status": t.resolution.status,
+                 "kernel": t.resolution.kernel, "aclnn": t.resolution.aclnn,
+                 "via": list(t.resolution.via), "reason": t.resolution.reason}
+                for t in self.timeline
+            ],
+            "matrix_only_releases": self.matrix_only,
+            "workarounds": [w["id"] for w in self.workarounds],
+            "deprecated_for": self.deprecated_for,
+            "apis": self.api.to_json() if self.api else None,
+        }
+
+
+@dataclass
+class ApiMatrix:
+    """Python APIs that call an op × hardware products, from the newest doc set that covers
+    each pair: documented facts, shown as the docs state them."""
+
+    products: list[str]  # "" = the doc names no product
+    rows: list[tuple[str, dict[str, dict[str, str]]]]  # api → product → cell
+    restrictions: list[dict[str, str]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"products": self.products,
+                "apis": {api: cells for api, cells in self.rows},
+                "restrictions": self.restrictions}
+
+
+def api_matrix(state: ServeState, op: str) -> ApiMatrix | None:
+    from opcheck.versions import release_key
+
+    conn = sqlite3.connect(f"file:{state.path}?mode=ro&immutable=1", uri=True)
+    conn.row_factory = sqlite3.Row
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not {"api_support", "api_op"} <= tables:
+            return None
+        rows = conn.execute(
+            "SELECT a.api, a.doc_version, a.hardware, a.supported, a.only_dtypes, "
+            "a.unsupported_dtypes, a.arg_limits, a.restriction, s.url "
+            "FROM api_op o JOIN api_support a ON a.api = o.api "
+            "LEFT JOIN source s ON s.id = a.source_id "
+            "WHERE o.op = ? AND a.feature = '' ORDER BY a.api", (op,)).fetchall()
+    finally:
+        conn.close()
+    newest: dict[tuple[str, str], sqlite3.Row] = {}
+    for r in rows:
+        key = (r["api"], r["hardware"])
+        if key not in newest or (release_key(r["doc_version"] or "0")
+                                 > release_key(newest[key]["doc_version"] or "0")):
+            newest[key] = r
+    products = sorted({hw for _, hw in newest}, key=lambda h: (h == "", h))
+    by_api: dict[str, dict[str, dict[str, str]]] = {}
+    restrictions = []
+    for (api, hw), r in sorted(newest.items()):
+        sup = r["supported"]
+        mark = "yes" if sup == 1 else "no" if sup == 0 else "?"
+        dtypes = (f"only {r['only_dtypes']}" if r["only_dtypes"] else "") + (
+            f" not {r['unsupported_dtypes']}" if r["unsupported_dtypes"] else "")
+        by_api.setdefault(api, {})[hw] = {"supported": mark, "dtypes": dtypes.strip(),
+                                          "doc_version": r["doc_version"]}
+        if r["only_dtypes"] or r["unsupported_dtypes"] or r["arg_limits"] or r["restriction"]:
+            restrictions.append({
+                "api": api, "hardware": hw, "doc_version": r["doc_version"],
+                "only_dtypes": r["only_dtypes"], "unsupported_dtypes": r["unsupported_dtypes"],
+                "arg_limits": r["arg_limits"], "restriction": r["restriction"],
+                "link": r["url"] or "",
+            })
+    return ApiMatrix(products, sorted(by_api.items()), restrictions)
+
+
+def op_page(state: ServeState, op: str) -> OpPage:
+    """Everything the op page shows; statuses come from the resolver, one per release."""
+    from opcheck.opname import canonical
+
+    try:
+        name = canonical(op)
+    except OpcheckError:
+        name = op.strip()
+    cat = state.catalog
+    info = cat.operators.get(name)
+    has_kernel = bool(cat.kernel_releases([name])) if info is None else True
+    if info is None and not has_kernel:
+        stem = name.split(".", 1)[0]
+        sugg = sorted(o for o in cat.operators if o == stem or o.startswith(stem + "."))
+        if not sugg and len(stem) >= 3:
+            short = stem.split("::")[-1]
+            sugg = sorted(o for o in cat.operators if short in o)
+        return OpPage(name, known=False, suggestions=sugg[:30])
+    page = OpPage(name, known=True)
+    if info is not None:
+        page.namespace, page.kernel_kind = info.namespace, info.kernel_kind
+        page.structured_delegate, page.schema = info.structured_delegate, info.schema
+        page.dispatch = info.dispatch
+    conn = sqlite3.connect(f"file:{state.path}?mode=ro&immutable=1", uri=True)
+    try:
+        row = conn.execute("SELECT source_id FROM operator WHERE op = ?", (name,)).fetchone()
+        ksrc = {rel: sid for rel, sid in conn.execute(
+            "SELECT release, source_id FROM npukernel WHERE op = ?", (name,))}
+    finally:
+        conn.close()
+    if row and row[0] is not None:
+        page.operator_source = state.sources.get(row[0])
+    by_line: dict[str, list[TimelineRow]] = {}
+    for rel in cat.releases:
+        if not rel.has_kernels:
+            page.matrix_only.append(rel.torch_npu)
+            continue
+        res = Resolver(cat, rel.torch_npu).resolve(name)
+        sid = ksrc.get(rel.torch_npu)
+        trow = TimelineRow(rel, res, state.sources.get(sid) if sid is not None else None)
+        page.timeline.append(trow)
+        by_line.setdefault(rel.torch_minor, []).append(trow)
+        if not page.first_npu and res.status == "npu":
+            page.first_npu = rel.torch_npu
+    page.timeline.reverse()
+    for minor, rows in reversed(by_line.items()):
+        first = next((t.release.torch_npu for t in rows if t.resolution.status == "npu"), "")
+        page.lines.append({"torch": minor, "releases": str(len(rows)),
+                           "oldest": rows[0].release.torch_npu,
+                           "newest": rows[-1].release.torch_npu,
+                           "first_npu": first, "latest_status": rows[-1].resolution.status,
+                           "latest_kernel": rows[-1].resolution.kernel})
+    page.api = api_matrix(state, name)
+    page.workarounds = workarounds_for(state, name)
+    page.deprecated_for = state.deprecations.get(name, [])
+    return page
+
+
+# --- the op-list page -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Submission:
+    text: str  # the op list JSON, pasted or uploaded
+    release: str
+    cpu_fallback: bool = True
+    hardware: str = ""  # product name or part of it; "" = limits that hold on every product
+
+
+def parse_form(content_type: str, body: bytes) -> dict[str, str]:
+    """Form fields of a POST: urlencoded or multipart (an uploaded file is read as text)."""
+    if len(body) > MAX_UPLOAD:
+        raise UsageError(f"the upload is larger than {MAX_UPLOAD // (1024 * 1024)} MB: "
+                         "an op list is far smaller")
+    ctype = content_type.split(";", 1)[0].strip().lower()
+    if ctype == "multipart/form-data":
+        head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
+        msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
+        fields: dict[str, str] = {}
+        for part in msg.iter_parts():
+            name = part.get_param("name", header="content-disposition")
+            if not isinstance(name, str):
+                continue
+            payload = part.get_payload(decode=True)
+            raw = payload if isinstance(payload, bytes) else b""
+            fields[name] = _as_text(raw)
+        return fields
+    if ctype in ("application/x-www-form-urlencoded", ""):
+        return {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace"),
+                                              keep_blank_values=True).items()}
+    raise UsageError(f"unsupported content type {ctype!r}")
+
+
+def _as_text(raw: bytes) -> str:
+    # Model archives and pickles are refused by their first bytes: this page reads op lists
+    # only and never loads a model.
+    if raw.startswith((b"PK\x03\x04", b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")):
+        raise UsageError("that looks like a model file: this page takes the op-list JSON "
+                         "written by `opcheck trace MODEL -o ops.json`, never a model")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UsageError("the upload is not UTF-8 text: expected an op-list JSON") from None
+
+
+def submission_from_fields(fields: dict[str, str]) -> Submission:
+    text = fields.get("file", "").strip() or fields.get("oplist", "").strip()
+    if not text:
+        raise UsageError("paste an op list or choose a file (the JSON from `opcheck trace`)")
+    return Submission(text, fields.get("release", "").strip(),
+                      cpu_fallback=fields.get("no_cpu_fallback", "") == "",
+                      hardware=fields.get("hardware", "").strip())
+
+
+def run_check(state: ServeState, sub: Submission) -> Report:
+    """The checker's report for a submitted op list, exactly as ``opcheck check`` makes it."""
+    from opcheck.cli.lookups import restriction_lookup, workaround_lookup
+    from opcheck.tracers.oplist import OpList
+
+    from .queries import select_target
+
+    try:
+        doc = json.loads(sub.text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"not JSON ({exc.msg} at line {exc.lineno}): expected the op list "
+                         "written by `opcheck trace`") from None
+    oplist = OpList.from_json(doc, source="the submitted op list")
+    target = select_target(state.catalog, torch_npu=sub.release or None)
+    return check(state.catalog, oplist, target, cpu_fallback=sub.cpu_fallback,
+                 workarounds=workaround_lookup(state.catalog),
+                 restrictions=(restriction_lookup(state.catalog, sub.hardware or None)
+                               if state.has_api_docs else None))
+
+
+
+# --- a real server for browser tests and benchmarks -----------------------------------------
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def running_server(catalog: Path, *, port: int | None = None,
+                   timeout: float = 30.0) -> Iterator[str]:
+    """Serve ``catalog`` on 127.0.0.1 in a child process; yields the base URL and stops the
+    child on exit. Loopback only: tests and benchmarks never expose the server."""
+    import subprocess
+    import time
+    import urllib.request
+
+    port = port or free_port()
+    code = ("import sys; from pathlib import Path; from opcheck.db.serve import serve; "
+            "serve(Path(sys.argv[1]), host='127.0.0.1', port=int(sys.argv[2]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(catalog), str(port)])
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise OpcheckError(f"the server exited with code {proc.returncode}")
+            try:
+                with urllib.request.urlopen(url + "/-/versions.json", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise OpcheckError(f"the server did not answer on {url} within "
+                                       f"{timeout:.0f} s") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# --- response cache ---------------------------------------------------------------------------
+
+
+class ResponseCache:
+    """A bounded LRU of complete GET responses in front of Datasette (ASGI middleware).
+
+    Only anonymous GETs without cookies or an Authorization header are cached, only 200s, and
+    never the op-list page. Safe because the served catalog is immutable."""
+
+    def __init__(self, entries: int, max_bytes: int) -> None:
+        from collections import OrderedDict
+
+        self.entries = entries
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.hits = 0
+        self.store: OrderedDict[bytes, tuple[dict[str, Any], bytes]] = OrderedDict()
+
+    def wrap(self, app: Any) -> Any:
+        async def cached(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            if self.entries <= 0 or not self._cacheable(scope):
+                await app(scope, receive, send)
+                return
+            key = scope.get("raw_path", scope["path"].encode()) + b"?" + scope.get("query_string", b"")
+            hit = self.store.get(key)
+            if hit is not None:
+                self.store.move_to_end(key)
+                self.hits += 1
+                await send(hit[0])
+                await send({"type": "http.response.body", "body": hit[1]})
+                return
+            start: dict[str, Any] = {}
+            chunks: list[bytes] = []
+
+            async def capture(message: dict[str, Any]) -> None:
+                if message["type"] == "http.response.start":
+                    start.update(message)
+                elif message["type"] == "http.response.body":
+                    chunks.append(message.get("body", b""))
+                await send(message)
+
+            await app(scope, receive, capture)
+            body = b"".join(chunks)
+            # A response that sets a cookie (Datasette's CSRF token) belongs to one visitor.
+            personal = any(k.lower() == b"set-cookie" for k, _ in start.get("headers", []))
+            if start.get("status") == 200 and not personal and len(body) <= self.max_bytes // 8:
+                self._put(key, start, body)
+
+        return cached
+
+    @staticmethod
+    def _cacheable(scope: dict[str, Any]) -> bool:
+        if scope.get("type") != "http" or scope.get("method") != "GET":
+            return False
+        if scope.get("path", "").startswith("/-/check"):
+            return False
+        names = {k.lower() for k, _ in scope.get("headers", [])}
+        return b"cookie" not in names and b"authorization" not in names
+
+    def _put(self, key: bytes, start: dict[str, Any], body: bytes) -> None:
+        self.store[key] = (start, body)
+        self.bytes += len(body)
+        while self.store and (len(self.store) > self.entries or self.bytes > self.max_bytes):
+            _, (_, old) = self.store.popitem(last=False)
+            self.bytes -= len(old)

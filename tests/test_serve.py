@@ -1,0 +1,469 @@
+"""The Datasette site: metadata, facets, search, every canned query, the op page and the
+op-list page, through Datasette's own test client (no network)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+if not os.environ.get("CI"):  # CI installs the serve extra: there a missing Datasette fails
+    pytest.importorskip("datasette")
+
+from opcheck.cli.lookups import restriction_lookup, workaround_lookup
+from opcheck.db import serve
+from opcheck.db.check import check
+from opcheck.db.engine import make_engine
+from opcheck.db.queries import op_history, release_diff
+from opcheck.db.resolve import Catalog, kernel_label
+from opcheck.tracers.oplist import OpList, OpUse
+
+OLD, NEW = "2.1.0.post10", "2.1.0.post17"
+TARGET = "2.6.0.post5"
+
+
+@pytest.fixture(scope="module")
+def served(bundled_catalog: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled catalog with its search indexes, as `db/build.py` writes it."""
+    path = tmp_path_factory.mktemp("serve") / "catalog-0123abcd.sqlite"
+    shutil.copyfile(bundled_catalog, path)
+    conn = sqlite3.connect(path)
+    serve.create_search_index(conn)
+    conn.commit()
+    conn.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def cat(served: Path) -> Catalog:
+    return Catalog.load(make_engine(served))
+
+
+class Client:
+    """Datasette's in-process client on one event loop for the whole module."""
+
+    def __init__(self, ds: Any) -> None:
+        self.ds = ds
+        self.loop = asyncio.new_event_loop()
+        self.loop.run_until_complete(ds.invoke_startup())
+
+    def get(self, path: str) -> Any:
+        return self.loop.run_until_complete(self.ds.client.get(path))
+
+    def post(self, path: str, **kw: Any) -> Any:
+        return self.loop.run_until_complete(self.ds.client.post(path, **kw))
+
+    def rows(self, path: str) -> list[dict[str, Any]]:
+        sep = "&" if "?" in path else "?"
+        r = self.get(f"{path}{sep}_shape=array&_size=max")
+        assert r.status_code == 200, r.text[:500]
+        return list(r.json())
+
+
+@pytest.fixture(scope="module")
+def client(served: Path) -> Iterator[Client]:
+    c = Client(serve.make_datasette(served))
+    yield c
+    c.loop.close()
+
+
+def oplist_doc() -> dict[str, Any]:
+    ol = OpList(model="tiny.py", method="runtime", ir="runtime-dispatch", torch_version="2.6.0",
+                ops=[OpUse("aten::relu", 4, ["float32"]),
+                     OpUse("aten::add.Tensor", 2, ["float32"]),
+                     OpUse("aten::isin.Tensor_Tensor", 3, ["int64"], locations=["model.py:42"]),
+                     OpUse("aten::repeat_interleave.self_Tensor", 1),
+                     OpUse("mylib::custom", 1)])
+    return ol.to_json()
+
+
+# --- the instance -----------------------------------------------------------------------------
+
+
+def test_catalog_is_immutable_and_named_catalog(client: Client, served: Path) -> None:
+    before = hashlib.sha256(served.read_bytes()).hexdigest()
+    db = client.ds.databases["catalog"]
+    assert db.is_mutable is False
+    r = client.get("/catalog.json?sql=" + "DELETE FROM meta")
+    assert r.status_code == 400
+    assert hashlib.sha256(served.read_bytes()).hexdigest() == before
+
+
+def test_home_page_explains_how_to_read(client: Client) -> None:
+    r = client.get("/")
+    assert r.status_code == 200
+    assert "How to read this" in r.text
+    assert "/-/check" in r.text and "BSD-3-Clause" in r.text
+
+
+def test_every_table_and_column_is_described(served: Path) -> None:
+    meta, _ = serve.metadata_for(served)
+    tables = meta["databases"]["catalog"]["tables"]
+    conn = sqlite3.connect(served)
+    names = [r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'"
+        " AND name NOT LIKE '%_fts_%' AND name NOT LIKE 'sqlite_%'")]
+    for name in names:
+        assert tables[name].get("description"), name
+        cols = [r[1] for r in conn.execute(f"PRAGMA table_info({name})")]
+        described = tables[name].get("columns", {})
+        assert sorted(cols) == sorted(described), name
+        assert all(described.values()), name
+    conn.close()
+
+
+def test_description_and_configuration_are_kept_apart() -> None:
+    described = yaml.safe_load((serve.DATASETTE_DIR / "metadata.yaml").read_text())
+    configured = yaml.safe_load((serve.DATASETTE_DIR / "config.yaml").read_text())
+    for table in described["databases"]["catalog"]["tables"].values():
+        assert set(table) <= {"description", "columns"}
+    assert "queries" not in described["databases"]["catalog"]
+    assert "plugins" not in described
+    for table in configured["databases"]["catalog"]["tables"].values():
+        assert "description" not in table and "columns" not in table
+
+
+def test_catalog_without_search_index_still_serves(bundled_catalog: Path,
+                                                   tmp_path: Path) -> None:
+    meta, _ = serve.metadata_for(bundled_catalog)
+    tables = meta["databases"]["catalog"]["tables"]
+    assert any("fts_table" in t for t in tables.values())  # the build adds the search index
+    assert "unsupported_apis_on_hardware" in meta["databases"]["catalog"]["queries"]
+    old = tmp_path / "old.sqlite"  # a catalog from before the search index and per-API tables
+    shutil.copyfile(bundled_catalog, old)
+    conn = sqlite3.connect(old)
+    conn.executescript("DROP TABLE api_op; DROP TABLE api_support;" + "".join(
+        f"DROP TABLE {fts};" for fts in serve.SEARCH_INDEXES))
+    conn.close()
+    old_tables = serve.metadata_for(old)[0]["databases"]["catalog"]["tables"]
+    assert not any("fts_table" in t for t in old_tables.values())
+    meta, _ = serve.metadata_for(old)
+    assert "unsupported_apis_on_hardware" not in meta["databases"]["catalog"]["queries"]
+    assert "release_diff" in meta["databases"]["catalog"]["queries"]
+    c = Client(serve.make_datasette(old))
+    try:
+        assert c.get("/-/op/aten::add.Tensor").status_code == 200
+        r = c.post("/-/check", data={"oplist": json.dumps(oplist_doc()), "release": TARGET})
+        assert r.status_code == 200 and "Verdict:" in r.text
+    finally:
+        c.loop.close()
+    c = Client(serve.make_datasette(bundled_catalog))
+    try:
+        assert c.get("/catalog/operator?_facet=namespace").status_code == 200
+    finally:
+        c.loop.close()
+
+
+# --- facets and search ------------------------------------------------------------------------
+
+
+def test_facets_configured_and_applied(client: Client, cat: Catalog) -> None:
+    r = client.get(f"/catalog/npukernel.json?release={TARGET}&_facet=status")
+    assert r.status_code == 200
+    doc = r.json()
+    counts = {f["value"]: f["count"] for f in doc["facet_results"]["status"]["results"]}
+    expected: dict[str, int] = {}
+    for facts in cat.kernels(TARGET).values():
+        expected[facts.status] = expected.get(facts.status, 0) + 1
+    assert counts == expected
+    html = client.get("/catalog/release").text
+    assert 'data-column="kernel_source"' in html or "kernel_source" in html
+
+
+@pytest.mark.parametrize(("table", "term", "expect"), [
+    ("operator", "interleave", "aten::repeat_interleave.self_Tensor"),
+    ("npukernel", "AddRelu", "aten::_add_relu.Tensor"),
+    ("workaround", "float64", "float64-rotary-tables-dtype-cast"),
+])
+def test_full_text_search(client: Client, table: str, term: str, expect: str) -> None:
+    rows = client.rows(f"/catalog/{table}.json?_search={term}")
+    assert rows
+    assert any(expect in json.dumps(r) for r in rows), rows[:3]
+
+
+# --- canned queries ---------------------------------------------------------------------------
+
+
+def test_query_release_matrix(client: Client, cat: Catalog) -> None:
+    rows = client.rows("/catalog/release_matrix.json")
+    assert [r["torch_npu"] for r in rows] == [r.torch_npu for r in reversed(cat.releases)]
+    by = {r["torch_npu"]: r for r in rows}
+    assert by[TARGET]["kernels"] == sum(f.status == "kernel" for f in cat.kernels(TARGET).values())
+
+
+def test_query_ops_without_kernel(client: Client, cat: Catalog) -> None:
+    rows = client.rows(f"/catalog/ops_without_kernel.json?release={TARGET}")
+    kernels = {op for op, f in cat.kernels(TARGET).items() if f.status == "kernel"}
+    expected = sorted(op for op, info in cat.operators.items()
+                      if info.namespace == "aten" and op not in kernels
+                      and info.kernel_kind != "CompositeImplicitAutograd")
+    assert [r["op"] for r in rows] == expected
+    matrix_only = next(r.torch_npu for r in cat.releases if not r.has_kernels)
+    assert client.rows(f"/catalog/ops_without_kernel.json?release={matrix_only}") == []
+
+
+def test_query_release_diff_matches_library(client: Client, cat: Catalog) -> None:
+    rows = client.rows(f"/catalog/release_diff.json?old={OLD}&new={NEW}")
+    diff = release_diff(cat, OLD, NEW)
+    got = {(r["change"], r["op"], r["old_family"], r["new_family"]) for r in rows}
+    want = ({("added", op, "", kernel_label(cat.kernels(NEW)[op])) for op in diff.added}
+            | {("removed", op, kernel_label(cat.kernels(OLD)[op]), "") for op in diff.removed}
+            | {("family changed", op, a, b) for op, a, b in diff.family_changed})
+    assert got == want
+    assert got
+
+
+def test_query_kernel_family_changes(client: Client, cat: Catalog) -> None:
+    rows = client.rows("/catalog/kernel_family_changes.json?torch=2.1.0")
+    assert rows
+    order = [r.torch_npu for r in cat.releases]
+    for r in rows[:50]:
+        assert r["torch"] == "2.1.0"
+        assert order.index(r["old_release"]) < order.index(r["release"])
+        assert kernel_label(cat.kernels(r["old_release"])[r["op"]]) == r["old_family"]
+        assert kernel_label(cat.kernels(r["release"])[r["op"]]) == r["new_family"]
+        assert r["old_family"] != r["new_family"]
+    one = rows[0]["op"]
+    only = client.rows(f"/catalog/kernel_family_changes.json?op={one}")
+    assert only and {r["op"] for r in only} == {one}
+
+
+def test_query_workarounds_for_op(client: Client) -> None:
+    rows = client.rows("/catalog/workarounds_for_op.json?op=aten::normal_.Tensor_float")
+    assert "complex32-to-complex64-dtype-cast" in {r["id"] for r in rows}
+    rows = client.rows("/catalog/workarounds_for_op.json?op=aten::isin")
+    assert {"isin-tensor-tensor-rewrite", "isin-tensor-tensor-upgrade"} <= {r["id"] for r in rows}
+    assert client.rows("/catalog/workarounds_for_op.json?op=aten::nonexistent") == []
+    html = client.get("/catalog/workarounds_for_op?op=aten::isin.Tensor_Tensor").text
+    assert '<a href="/-/op/aten::isin.Tensor_Tensor">' in html  # op cells link to the op page
+    assert "<code>" in html  # the Markdown plugin renders problem/fix
+
+
+def test_query_aclnn_for_cann(client: Client, cat: Catalog) -> None:
+    rows = client.rows("/catalog/aclnn_for_cann.json?cann=8.3.rc1")
+    releases = [r.torch_npu for r in cat.releases if r.cann == "8.3.RC1" and r.has_kernels]
+    want = {(f.aclnn, op) for rel in releases for op, f in cat.kernels(rel).items()
+            if f.op_api and f.status == "kernel"}
+    assert {(r["aclnn"], r["op"]) for r in rows} == want
+    for r in rows:
+        only_aclnn = all(not cat.kernels(rel)[r["op"]].acl_op for rel in r["releases"].split()
+                         if r["op"] in cat.kernels(rel))
+        assert (r["needs_aclnn"] == "yes") == only_aclnn
+
+
+def test_every_canned_query_is_tested() -> None:
+    configured = yaml.safe_load((serve.DATASETTE_DIR / "config.yaml").read_text())
+    names = set(configured["databases"]["catalog"]["queries"])
+    tested = {n[len("test_query_"):].replace("_matches_library", "")
+              for n in globals() if n.startswith("test_query_")}
+    assert names == tested
+
+
+# --- the op page ------------------------------------------------------------------------------
+
+
+def test_op_page_statuses_come_from_the_resolver(client: Client, cat: Catalog) -> None:
+    op = "aten::repeat_interleave.self_Tensor"
+    r = client.get(f"/-/op/{op}?_format=json")
+    assert r.status_code == 200
+    doc = r.json()
+    want = {h.release.torch_npu: (h.resolution.status, h.resolution.kernel)
+            for h in op_history(cat, op) if h.resolution}
+    assert {x["torch_npu"]: (x["status"], x["kernel"]) for x in doc["releases"]} == want
+    assert doc["matrix_only_releases"]
+    html = client.get(f"/-/op/{op}").text
+    assert 'id="timeline"' in html and "By PyTorch line" in html
+
+
+def test_op_page_workarounds_sources_and_via(client: Client) -> None:
+    html = client.get("/-/op/aten::isin.Tensor_Tensor").text
+    assert "isin-tensor-tensor-rewrite" in html or "isin" in html
+    assert "<code>" in html  # Markdown rendered
+    assert "github.com" in html  # upstream source links
+    # A structured op runs its .out form: the chain links to that op's page.
+    html = client.get("/-/op/aten::add.Tensor").text
+    assert "/-/op/aten::add.out" in html
+
+
+def test_op_page_unknown_op(client: Client) -> None:
+    r = client.get("/-/op/aten::add")
+    assert r.status_code == 404
+    assert "/-/op/aten::add.Tensor" in r.text
+    r = client.get("/-/op/mylib::nothing?_format=json")
+    assert r.status_code == 404 and r.json()["known"] is False
+
+
+# --- the op-list page -------------------------------------------------------------------------
+
+
+def test_check_page_form(client: Client, cat: Catalog) -> None:
+    r = client.get("/-/check")
+    assert r.status_code == 200
+    newest = [x for x in cat.releases if x.has_kernels][-1].torch_npu
+    assert f'<option value="{newest}" selected>' in r.text
+    assert 'type="file"' in r.text
+
+
+def _expected(cat: Catalog, release: str) -> dict[str, Any]:
+    report = check(cat, OpList.from_json(oplist_doc()), cat.release(release),
+                   workarounds=workaround_lookup(cat),
+                   restrictions=restriction_lookup(cat, None))
+    return dict(json.loads(json.dumps(report.to_json())))
+
+
+def test_check_paste(client: Client, cat: Catalog) -> None:
+    r = client.post("/-/check", data={"oplist": json.dumps(oplist_doc()), "release": TARGET})
+    assert r.status_code == 200, r.text[:2000]
+    want = _expected(cat, TARGET)
+    assert f"Verdict: {want['verdict']}" in r.text
+    for op in want["ops"]:
+        assert op["op"] in r.text
+    assert "mylib::custom" in r.text and "unknown" in r.text
+
+
+def test_check_upload(client: Client, cat: Catalog) -> None:
+    files = {"file": ("ops.json", json.dumps(oplist_doc()).encode(), "application/json")}
+    r = client.post("/-/check", data={"release": OLD, "oplist": ""}, files=files)
+    assert r.status_code == 200, r.text[:2000]
+    want = _expected(cat, OLD)
+    assert f"Verdict: {want['verdict']}" in r.text
+    assert f"torch_npu {OLD}" in r.text
+
+
+def test_check_json_api_equals_checker(client: Client, cat: Catalog) -> None:
+    r = client.post(f"/-/check?release={TARGET}", content=json.dumps(oplist_doc()),
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 200
+    assert r.json() == _expected(cat, TARGET)
+
+
+@pytest.mark.parametrize(("payload", "message"), [
+    ("{not json", "not JSON"),
+    (json.dumps({"kind": "something"}), "not an opcheck op list"),
+    ("", "paste an op list"),
+])
+def test_check_bad_paste(client: Client, payload: str, message: str) -> None:
+    r = client.post("/-/check", data={"oplist": payload, "release": TARGET})
+    assert r.status_code == 400
+    assert message in r.text
+
+
+def test_check_refuses_model_files_and_unknown_releases(client: Client) -> None:
+    files = {"file": ("model.pt2", b"PK\x03\x04" + b"\0" * 64, "application/octet-stream")}
+    r = client.post("/-/check", data={"release": TARGET}, files=files)
+    assert r.status_code == 400 and "never a model" in r.text
+    r = client.post("/-/check", data={"oplist": json.dumps(oplist_doc()), "release": "9.9.9"})
+    assert r.status_code == 400 and "unknown torch_npu release" in r.text
+    r = client.post("/-/check?release=9.9.9", content=json.dumps(oplist_doc()),
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "error" in r.json()
+
+
+def test_response_cache_serves_repeat_gets_only() -> None:
+    calls: list[str] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        calls.append(scope["path"])
+        headers = [(b"set-cookie", b"x=1")] if scope["path"] == "/cookie" else []
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": scope["path"].encode()})
+
+    cache = serve.ResponseCache(entries=2, max_bytes=1 << 20)
+    wrapped = cache.wrap(app)
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    def get(path: str, method: str = "GET", headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        scope = {"type": "http", "method": method, "path": path, "query_string": b"",
+                 "headers": headers or []}
+        asyncio.run(wrapped(scope, None, send))
+
+    for path in ("/a", "/a", "/-/check", "/-/check", "/cookie", "/cookie"):
+        get(path)
+    get("/a", headers=[(b"cookie", b"ds_actor=1")])
+    get("/a", method="POST")
+    assert calls == ["/a", "/-/check", "/-/check", "/cookie", "/cookie", "/a", "/a"]
+    assert cache.hits == 1 and sent[-1]["body"] == b"/a"
+    get("/b")
+    get("/c")  # two entries at most: /a is evicted
+    get("/a")
+    assert calls[-1] == "/a" and len(cache.store) == 2
+
+
+# --- the command ------------------------------------------------------------------------------
+
+
+def test_serve_command_export(served: Path, tmp_path: Path) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from opcheck.cli import commands_serve
+
+    app = typer.Typer()
+    commands_serve.register(app)
+    app.command("noop")(lambda: None)  # a second command keeps `serve` a sub-command
+    out = tmp_path / "site"
+    r = CliRunner().invoke(app, ["serve", "--catalog", str(served), "--export", str(out)])
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith("datasette serve -i ")
+    assert (out / "catalog.sqlite").is_file() and (out / "metadata.json").is_file()
+    assert (out / "plugins" / "opcheck_pages.py").is_file()
+    assert (out / "templates" / "opcheck_op.html").is_file()
+    r = CliRunner().invoke(app, ["serve", "--catalog", str(tmp_path / "missing.sqlite")])
+    assert r.exit_code == 2
+    r = CliRunner().invoke(app, ["serve", "--catalog", str(served), "--port", "0"])
+    assert r.exit_code == 2
+
+
+def test_serve_binds_loopback_by_default() -> None:
+    import inspect
+
+    from opcheck.cli.commands_serve import serve as command
+
+    assert inspect.signature(serve.serve).parameters["host"].default == "127.0.0.1"
+    assert inspect.signature(command).parameters["host"].default == "127.0.0.1"
+
+
+def test_query_unsupported_apis_on_hardware(client: Client, served: Path) -> None:
+    rows = client.rows("/catalog/unsupported_apis_on_hardware.json?hardware=A2&doc_version=2.7.1")
+    conn = sqlite3.connect(served)
+    want = {r for r in conn.execute(
+        "SELECT api, hardware, feature FROM api_support WHERE supported = 0 "
+        "AND doc_version = '2.7.1' AND (hardware = '' OR hardware LIKE '%A2%')")}
+    conn.close()
+    assert want
+    assert {(r["api"], r["hardware"], r["feature"]) for r in rows} == want
+
+
+def test_op_page_api_matrix_and_restrictions(client: Client, served: Path) -> None:
+    conn = sqlite3.connect(served)
+    op, api = conn.execute(
+        "SELECT o.op, o.api FROM api_op o JOIN api_support a ON a.api = o.api "
+        "WHERE a.unsupported_dtypes != '' AND a.feature = '' ORDER BY o.op LIMIT 1").fetchone()
+    conn.close()
+    doc = client.get(f"/-/op/{op}?_format=json").json()
+    assert api in doc["apis"]["apis"]
+    assert any(r["api"] == api and r["unsupported_dtypes"] for r in doc["apis"]["restrictions"])
+    html = client.get(f"/-/op/{op}").text
+    assert 'id="api-matrix"' in html and "Restrictions" in html
+
+
+def test_check_with_hardware(client: Client) -> None:
+    r = client.post("/-/check", data={"oplist": json.dumps(oplist_doc()), "release": TARGET,
+                                      "hardware": "Atlas A2 训练系列产品"})
+    assert r.status_code == 200, r.text[:1000]
+    assert "Verdict:" in r.text
+    r = client.post("/-/check", data={"oplist": json.dumps(oplist_doc()), "release": TARGET,
+                                      "hardware": "no such product"})
+    assert r.status_code == 400 and "no hardware product matches" in r.text

@@ -1,0 +1,40 @@
+"""The catalog path never imports torch: importing the tracer front end must not either."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from opcheck.tracers import logs, sniff, static
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["opcheck.tracers.api", "opcheck.tracers.sniff", "opcheck.tracers.static",
+     "opcheck.tracers.logs", "opcheck.tracers.inputs", "opcheck.tracers.sandbox"],
+)  # fmt: skip
+def test_import_does_not_import_torch(module: str) -> None:
+    code = f"import sys, {module}; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_static_listing_and_sniffing_run_without_torch(fixtures: object) -> None:
+    # the listing itself (not only the import) must stay torch-free
+    code = (
+        "import sys\n"
+        "from opcheck.tracers import static, sniff\n"
+        f"sniff.sniff({str(sniff.__file__)!r})\n"
+        f"static.list_pt2({str(_fixture('export_small.pt2'))!r})\n"
+        f"static.list_torchscript({str(_fixture('torchscript_small.pt'))!r})\n"
+        "assert 'torch' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert logs and static
+
+
+def _fixture(name: str) -> object:
+    from pathlib import Path
+
+    return Path(__file__).parent / "fixtures" / "tracers" / name
