@@ -158,8 +158,13 @@ def _emit(report: Any, fmt: str, output: Path | None) -> None:
         else:
             render_report(report)
         return
-    text = {"json": rep.to_json, "markdown": rep.to_markdown, "sarif": rep.to_sarif,
-            "junit": rep.to_junit}[fmt](report)
+    if fmt == "markdown":
+        # A migration report records where it was made: the environment inventory.
+        from opcheck.db.environment import collect, summary
+
+        text = rep.to_markdown(report, environment=summary(collect()))
+    else:
+        text = {"json": rep.to_json, "sarif": rep.to_sarif, "junit": rep.to_junit}[fmt](report)
     if output is not None:
         output.write_text(text, encoding="utf-8")
     else:

@@ -787,3 +787,22 @@ def _set_env(root: Path) -> str:
         except OSError:
             continue
     return str(root / "set_env.sh")
+
+
+def summary(inv: Inventory) -> dict[str, str]:
+    """component → version, for reports (absent things say so)."""
+
+    def ver(found: Found | None) -> str:
+        return found.version if found else "not found"
+
+    chips = ", ".join(inv.npu_smi.chips) if inv.npu_smi and inv.npu_smi.chips else ""
+    return {
+        "Python": f"{inv.python} ({inv.implementation})",
+        "OS / arch": f"{inv.os_name} / {inv.arch}",
+        "torch": ver(inv.torch),
+        "torch_npu": inv.torch_npu.version if inv.torch_npu else "not installed",
+        "CANN": inv.cann.version if inv.cann else "not found",
+        "driver": ver(inv.driver or inv.driver_file),
+        "firmware": ver(inv.firmware),
+        "NPUs": chips or (f"{len(inv.devices)} device(s)" if inv.devices else "none"),
+    }

@@ -81,6 +81,7 @@ def test_formats(cat_path: Path, oplist_path: Path, tmp_path: Path) -> None:
     assert junit.count("<testcase") == 4 and junit.count("<failure") == 1
     md = invoke(*base, "--format", "markdown").output
     assert "| `aten::isin.Tensor_Tensor` | cpu_fallback | 3 |" in md
+    assert "## Environment" in md and "| torch |" in md
     table = invoke(*base)
     assert table.exit_code == 0 and "MAYBE" in table.output and "isin" in table.output
     out = tmp_path / "r.json"
