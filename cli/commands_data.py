@@ -74,7 +74,7 @@ def verify_cmd(
     NPU on every release the entry applies to."""
     with handle_errors():
         from opcheck.db.resolve import Resolver
-        from opcheck.db.verify import verify_all
+        from opcheck.db.verify import fake_npu_trace_ops, verify_all
         from opcheck.db.workarounds import default_workarounds_dir, load_dir
         from opcheck.errors import UsageError
 
@@ -95,6 +95,7 @@ def verify_cmd(
 
         releases = [r.torch_npu for r in cat.releases if r.has_kernels]
         results = verify_all(entries, op_status=op_status, releases=releases,
+                             trace_ops=fake_npu_trace_ops,
                              ok_statuses=frozenset({"npu", "composite"}))
         if fmt == "json":
             typer.echo(json.dumps([{"id": r.entry, "ok": r.ok, "cases": r.cases,

@@ -200,6 +200,42 @@ def default_trace_ops(fn: Callable[..., Any], inputs: Sequence[tuple[tuple[Any, 
     return seen
 
 
+def fake_npu_trace_ops(
+    fn: Callable[..., Any], inputs: Sequence[tuple[tuple[Any, ...], dict[str, Any]]]
+) -> set[str]:
+    """The ops ``fn`` sends to the (fake) NPU backend, over all input cases.
+
+    Uses the runtime tracer's fake PrivateUse1 device, so device-specific decompositions are
+    the NPU's. Where the fake trace cannot follow the code (data-dependent control flow, a
+    temporary created on the host), the ops recorded up to that point are kept and the case is
+    also recorded on the CPU: a superset errs on the side of flagging an op.
+    """
+    import torch
+
+    from opcheck.errors import OpcheckError
+    from opcheck.tracers import runtime
+    from opcheck.tracers.inputs import InputSpec
+
+    class _Call(torch.nn.Module):
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **kwargs)
+
+    seen: set[str] = set()
+    for args, kwargs in inputs:
+        a, k = _clone(args), _clone(kwargs)
+        try:
+            oplist = runtime.trace_module(_Call(), InputSpec(), example_args=a, example_kwargs=k,
+                                          label="replacement")
+            seen |= {u.op for u in oplist.ops}
+            continue
+        except runtime.PartialTrace as partial:
+            seen |= {u.op for u in partial.partial.ops}
+        except (OpcheckError, RuntimeError):
+            pass
+        seen |= default_trace_ops(fn, [(args, kwargs)])
+    return seen
+
+
 def check_npu_ops(
     entry: Workaround,
     *,

@@ -199,3 +199,17 @@ def test_verify_all_skips_entries_without_code() -> None:
 def test_inputs_that_raise_are_reported() -> None:
     code = ISIN_CODE.replace("    yield (torch.randint", "    raise KeyError('nope')\n    yield (torch.randint")
     assert vf.verify(_isin_entry(code)).problems == ["isin-test: inputs() raises KeyError: 'nope'"]
+
+
+def test_fake_npu_trace_follows_data_dependent_code_on_the_cpu() -> None:
+    torch = pytest.importorskip("torch")
+    from opcheck.db.verify import fake_npu_trace_ops
+
+    def fn(x: object) -> object:
+        if bool(x.sum() > 0):  # type: ignore[attr-defined]
+            return x.cos()  # type: ignore[attr-defined]
+        return x.sin()  # type: ignore[attr-defined]
+
+    ops = fake_npu_trace_ops(fn, [((torch.ones(3),), {})])
+    # The fake trace stops at the branch; the CPU run of the same case supplies the rest.
+    assert {"aten::sum", "aten::cos"} <= ops and "aten::sin" not in ops
