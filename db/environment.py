@@ -348,26 +348,24 @@ def parse_npu_smi(text: str) -> tuple[str, tuple[str, ...]]:
     return driver, tuple(chips)
 
 
+def _version_file(path: Path, problems: list[str]) -> Found | None:
+    """``Version=...`` from a driver or firmware version.info; unreadable files are noted."""
+    text = _read(path, problems)
+    if text is None:
+        return None
+    v = _version_of(text)
+    if not v:
+        problems.append(f"{path} names no version")
+        return None
+    return Found(v, str(path))
+
+
 def _collect_npu(inv: Inventory, roots: EnvRoots, which: Which, run: Runner) -> None:
     for base in roots.ascend:
         if inv.driver_file is None:
-            path = base / "driver" / "version.info"
-            text = _read(path, inv.problems)
-            if text is not None:
-                v = _version_of(text)
-                if v:
-                    inv.driver_file = Found(v, str(path))
-                else:
-                    inv.problems.append(f"{path} names no version")
+            inv.driver_file = _version_file(base / "driver" / "version.info", inv.problems)
         if inv.firmware is None:
-            path = base / "firmware" / "version.info"
-            text = _read(path, inv.problems)
-            if text is not None:
-                v = _version_of(text)
-                if v:
-                    inv.firmware = Found(v, str(path))
-                else:
-                    inv.problems.append(f"{path} names no version")
+            inv.firmware = _version_file(base / "firmware" / "version.info", inv.problems)
     exe = which("npu-smi")
     if exe:
         try:
