@@ -27,6 +27,7 @@ demo: install
 	$(BIN)/opcheck --model data/examples/demo_model.py:build --torch-npu 2.1.0.post4 --fail-on never
 	@echo
 	@echo "Next: opcheck op aten::isin.Tensor_Tensor_out (an op's history), opcheck releases,"
+	@echo "      opcheck zoo (9 well-known architectures x every release),"
 	@echo "      make serve (browse the catalog at http://127.0.0.1:8001/)"
 
 test: lint
@@ -43,8 +44,10 @@ typecheck: install
 	for p in db cli scrapers tracers; do ln -s $(CURDIR)/$$p build/typecheck/opcheck/$$p; done
 	cd build/typecheck && $(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p opcheck
 
+# The zoo's coverage table depends on the kernel facts: regenerate it with the snapshot.
 catalog: install
 	$(BIN)/opcheck sync --mirror $(MIRROR) --snapshot data/snapshot
+	$(BIN)/opcheck zoo --snapshot data/snapshot --format markdown
 
 serve: install
 	$(BIN)/opcheck serve

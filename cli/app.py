@@ -24,9 +24,17 @@ app = typer.Typer(
 def _register() -> None:
     # Command modules import their heavy dependencies lazily, so registering them is cheap
     # and `opcheck --help` never imports torch or the database layer.
-    from . import commands_catalog, commands_check, commands_data, commands_env, commands_serve
+    from . import (
+        commands_catalog,
+        commands_check,
+        commands_data,
+        commands_env,
+        commands_serve,
+        commands_zoo,
+    )
 
-    for module in (commands_catalog, commands_check, commands_env, commands_data, commands_serve):
+    for module in (commands_catalog, commands_check, commands_env, commands_data, commands_serve,
+                   commands_zoo):
         module.register(app)
 
 

@@ -188,16 +188,19 @@ def sync(
             raise UsageError("the ATen op list comes from the installed torch: "
                              "pip install 'opcheck[trace]' (or torch) first")
         from rich.console import Console
+        from rich.markup import escape
 
-        err = Console(stderr=True)
+        # soft_wrap: a failure is one line naming file:line; wrapping at the console width
+        # would cut the path in two (CI logs). escape: upstream text is not rich markup.
+        err = Console(stderr=True, soft_wrap=True)
         with err.status("collecting") as status:
             result = collect(source, universe=universe, progress=lambda m: status.update(m),
                              wheels=_live_wheels(source, wanted) if live else None)
         for note in result.notes:
-            err.print(f"note: {note}")
+            err.print(f"note: {escape(note)}")
         if result.failures:
             for f in result.failures:
-                err.print(f"[red]failed:[/red] {f}")
+                err.print(f"[red]failed:[/red] {escape(f)}")
             err.print(f"{len(result.failures)} source(s) failed; the catalog was not replaced")
             raise typer.Exit(1)
         from opcheck.db.workarounds import attach

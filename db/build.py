@@ -74,6 +74,7 @@ def fill(engine: Engine, data: CatalogData) -> None:
             _rows("workaround", data.workarounds, skip=("ops",)),
             ("workaround_op", ["workaround_id", "op"],
              [(w.id, op) for w in data.workarounds for op in w.ops]),
+            _rows("zoo_result", data.zoo),
             ("meta", ["key", "value"], list(meta.items())),
         ]
         for table, cols, rows in batches:

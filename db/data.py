@@ -143,6 +143,25 @@ class WorkaroundRec:
 
 
 @dataclass
+class ZooRec:
+    """``opcheck zoo``: one well-known architecture on one release (``ERROR``: the trace failed,
+    ``torch_npu`` empty and ``error`` says why)."""
+
+    model: str
+    torch_npu: str
+    verdict: str
+    npu: int = 0
+    composite: int = 0
+    cpu_fallback: int = 0
+    unsupported: int = 0
+    unknown: int = 0
+    fallback_calls: int = 0
+    problem_ops: str = ""  # "op=status" worst first, comma-separated
+    error: str = ""
+    traced_with: str = ""  # torch version of the trace: op names follow it
+
+
+@dataclass
 class CatalogData:
     sources: list[SourceRec] = field(default_factory=list)
     releases: list[ReleaseRec] = field(default_factory=list)
@@ -154,6 +173,8 @@ class CatalogData:
     api_ops: list[ApiOpRec] = field(default_factory=list)
     # Contributed data, read from data/ at build time (not part of the upstream snapshot).
     workarounds: list[WorkaroundRec] = field(default_factory=list)
+    # Coverage of well-known architectures (data/snapshot/zoo.tsv, written by `opcheck zoo`).
+    zoo: list[ZooRec] = field(default_factory=list)
     meta: dict[str, str] = field(default_factory=dict)
 
     def add_source(self, scraper: str, path: str, **kw: str | int) -> int:

@@ -157,3 +157,23 @@ class ApiOp(SQLModel, table=True):
     api: str = Field(index=True)
     op: str = Field(index=True)
     via: str = ""  # rule | override
+
+
+class ZooCoverage(SQLModel, table=True):
+    """``opcheck zoo``: a well-known architecture × release → verdict and counts."""
+
+    __tablename__ = "zoo_result"
+
+    id: int | None = Field(default=None, primary_key=True)
+    model: str = Field(index=True)
+    torch_npu: str = Field(default="", index=True)  # "" on an ERROR row (the trace failed)
+    verdict: str = ""  # YES | MAYBE | NO | ERROR
+    npu: int = 0
+    composite: int = 0
+    cpu_fallback: int = 0
+    unsupported: int = 0
+    unknown: int = 0
+    fallback_calls: int = 0
+    problem_ops: str = ""  # "op=status" worst first, comma-separated
+    error: str = ""
+    traced_with: str = ""  # torch version of the trace

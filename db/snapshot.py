@@ -9,6 +9,8 @@ Files (tab-separated, header first, rows sorted, no upstream prose):
 - ``kernels.tsv``: op, status, op_api, acl_op, native, aclnn, releases — one row per op and
   set of identical facts; ``releases`` lists every torch_npu release that has them
 - ``deprecations.tsv``, ``pythons.tsv``, ``meta.tsv``
+- ``zoo.tsv`` (optional): ``opcheck zoo``'s coverage of well-known architectures per release.
+  It is written by ``opcheck zoo --snapshot DIR``, not by a sync, which leaves it in place.
 
 Every kernel fact's provenance is its release's kernel source (or native source for
 registrations torch_npu makes itself), so it is not repeated per row.
@@ -40,6 +42,7 @@ from .data import (
     PythonRec,
     ReleaseRec,
     SourceRec,
+    ZooRec,
 )
 
 SNAPSHOT_FORMAT = "1"
@@ -50,6 +53,7 @@ _KERNEL_COLS = ["op", "status", "op_api", "acl_op", "native", "aclnn", "releases
 _API_COLS = ["api", "feature", "hardware", "supported", "only_dtypes", "unsupported_dtypes",
              "arg_limits", "generation", "docs"]
 _API_OP_COLS = ["api", "op", "via"]
+ZOO_FILE = "zoo.tsv"
 
 
 def _cell(value: Any) -> str:
@@ -115,8 +119,13 @@ def write_snapshot(data: CatalogData, folder: Path) -> None:
                [[getattr(p, c) for c in py_cols] for p in data.pythons])
         meta = {**data.meta, "snapshot_format": SNAPSHOT_FORMAT}
         _write(staging, "meta.tsv", ["key", "value"], [[k, v] for k, v in meta.items()])
+        if data.zoo:
+            _write_zoo(staging, data.zoo)
         folder.mkdir(parents=True, exist_ok=True)
         for old in folder.glob("*.tsv"):
+            # zoo.tsv comes from tracing models, which a sync does not do: keep it
+            if old.name == ZOO_FILE and not data.zoo:
+                continue
             if not (staging / old.name).exists():
                 old.unlink()
         for new in staging.glob("*.tsv"):
@@ -218,12 +227,53 @@ def read_snapshot(folder: Path) -> CatalogData:
     except (KeyError, ValueError) as exc:
         raise CatalogError(f"snapshot in {folder} is malformed: {exc}") from None
     data.meta.pop("snapshot_format", None)
+    data.zoo = read_zoo(folder)
     return data
 
 
+def _write_zoo(folder: Path, rows: list[ZooRec]) -> None:
+    cols = _field_names(ZooRec)
+    _write(folder, ZOO_FILE, cols, [[getattr(r, c) for c in cols] for r in rows])
+
+
+def write_zoo(rows: list[ZooRec], folder: Path) -> Path:
+    """Replace ``folder/zoo.tsv`` with ``rows`` (atomically); returns its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".zoo-", dir=folder))
+    try:
+        _write_zoo(staging, rows)
+        os.replace(staging / ZOO_FILE, folder / ZOO_FILE)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder / ZOO_FILE
+
+
+def read_zoo(folder: Path) -> list[ZooRec]:
+    """The zoo rows of a snapshot folder; none when it has no zoo.tsv."""
+    if not (folder / ZOO_FILE).is_file():
+        return []
+    try:
+        return [
+            ZooRec(
+                model=r["model"], torch_npu=r["torch_npu"], verdict=r["verdict"],
+                npu=int(r["npu"]), composite=int(r["composite"]),
+                cpu_fallback=int(r["cpu_fallback"]), unsupported=int(r["unsupported"]),
+                unknown=int(r["unknown"]), fallback_calls=int(r["fallback_calls"]),
+                problem_ops=r["problem_ops"], error=r["error"], traced_with=r["traced_with"],
+            )
+            for r in _read(folder, ZOO_FILE, _field_names(ZooRec))
+        ]
+    except (KeyError, ValueError) as exc:
+        raise CatalogError(f"{folder / ZOO_FILE} is malformed: {exc}") from None
+
+
 def snapshot_equal(a: Path, b: Path) -> list[str]:
-    """Names of snapshot files that differ between two folders (empty when equal)."""
+    """Names of snapshot files that differ between two folders (empty when equal).
+
+    zoo.tsv is left out: it comes from tracing models, not from upstream, so a snapshot a sync
+    writes never has it."""
     names = {p.name for p in a.glob("*.tsv")} | {p.name for p in b.glob("*.tsv")}
+    names.discard(ZOO_FILE)
     diff = []
     for n in sorted(names):
         pa, pb = a / n, b / n

@@ -227,6 +227,10 @@ def collect(
         try:
             got, _ = col.fetch(f"{WHEELS}/{v}/WHEEL-FACTS.txt", "wheel")
             facts = wheel.parse_wheel_facts(got.text, origin=got.origin)
+            if not facts.torch_version:  # e.g. "torch>=2.7": the release needs its torch line
+                raise ScrapeError(
+                    f"torch requirement {facts.torch_requirement!r} is not an == pin, so the "
+                    "torch version of this release is unknown", source=got.origin.path)
             extra_wheels[v] = facts.torch_version
         except OpcheckError as exc:
             col.failures.append(str(exc))

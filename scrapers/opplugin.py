@@ -139,7 +139,9 @@ def load_yaml(text: str, origin: Origin) -> Any:
             f"malformed YAML: {e.problem or e.context or e}", source=origin.path, line=line
         ) from e
     except yaml.YAMLError as e:
-        raise ScrapeError(f"malformed YAML: {e}", source=origin.path) from e
+        # e.g. ReaderError (a control character): its text spans two lines
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ScrapeError(f"malformed YAML: {first}", source=origin.path) from e
 
 
 def _line_of(obj: Any, key: Any = None, default: int = 0) -> int:
@@ -153,8 +155,10 @@ def _line_of(obj: Any, key: Any = None, default: int = 0) -> int:
 
 
 def _items(seq: Any) -> Iterator[tuple[int, Any]]:
-    """(line, item) of a YAML list; an empty section (``symint:`` with nothing) is []."""
-    if seq is None:
+    """(line, item) of a YAML list; an empty section (``symint:`` with nothing) is [].
+
+    Anything but a list yields nothing: callers that need a list check with _expect_list."""
+    if not isinstance(seq, list):
         return
     for i, item in enumerate(seq):
         yield _line_of(seq, i), item
@@ -374,7 +378,7 @@ class _Names:
 def _collect_names(data: LineDict, custom_sections: Iterable[str] = ("custom",)) -> _Names:
     def names(section: str) -> set[str]:
         out: set[str] = set()
-        for entry in data.get(section) or ():
+        for _line, entry in _items(data.get(section)):
             func = entry.get("func") if isinstance(entry, dict) else entry
             if isinstance(func, str):
                 out.add(func.split("(", 1)[0].strip())

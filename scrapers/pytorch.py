@@ -147,10 +147,11 @@ def parse_native_functions(
     for entry, line in zip(data, lines, strict=True):
         if not isinstance(entry, dict):
             raise ScrapeError("list item is not a mapping", source=origin.path, line=line)
-        unknown = sorted(k for k in entry if k not in KNOWN_KEYS and k not in LEGACY_KEYS)
+        # repr without quotes: a key may hold a line break (the message must stay one line)
+        unknown = sorted(repr(str(k))[1:-1] for k in entry if k not in KNOWN_KEYS and k not in LEGACY_KEYS)
         if unknown:
             raise ScrapeError(
-                f"unknown key(s) {', '.join(map(str, unknown))}", source=origin.path, line=line
+                f"unknown key(s) {', '.join(unknown)}", source=origin.path, line=line
             )
         func = entry.get("func")
         if not isinstance(func, str):
@@ -158,12 +159,20 @@ def parse_native_functions(
         op = _canonical(func, origin, line)
 
         raw_tags = entry.get("tags", [])
+        if not (
+            raw_tags is None
+            or isinstance(raw_tags, str)
+            or (isinstance(raw_tags, list) and all(isinstance(t, str) for t in raw_tags))
+        ):
+            raise ScrapeError("tags: is not a name or a list of names", source=origin.path, line=line)
         tags = (raw_tags,) if isinstance(raw_tags, str) else tuple(raw_tags or ())
         if valid_tags is not None:
             bad = [t for t in tags if t not in valid_tags]
             if bad:
                 raise ScrapeError(
-                    f"tag(s) not in tags.yaml: {', '.join(bad)}", source=origin.path, line=line
+                    f"tag(s) not in tags.yaml: {', '.join(repr(str(t))[1:-1] for t in bad)}",
+                    source=origin.path,
+                    line=line,
                 )
 
         raw_dispatch = entry.get("dispatch")

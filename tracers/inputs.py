@@ -141,11 +141,15 @@ def parse_input_spec(text: str) -> InputSpec:
             t = Path(t[1:]).read_text(encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot read input spec {t[1:]}: {exc.strerror}") from None
+        except ValueError as exc:  # a NUL in the path; a file that is not UTF-8 text
+            raise UsageError(f"cannot read input spec {t[1:]!r}: {exc}") from None
     if t.lstrip().startswith(("{", "[")):
         try:
             return InputSpec.from_json(json.loads(t))
         except json.JSONDecodeError as exc:
             raise UsageError(f"input spec is not valid JSON: {exc.msg}") from None
+        except RecursionError:
+            raise UsageError("input spec JSON is nested too deeply") from None
     args: list[TensorSpec] = []
     kwargs: dict[str, TensorSpec] = {}
     for entry in (e.strip() for e in t.split(";")):

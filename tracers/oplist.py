@@ -130,8 +130,12 @@ class OpList:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise TraceError(f"cannot read {path}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise TraceError(f"{path}: not UTF-8 text (byte {exc.start})") from None
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise TraceError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        except RecursionError:
+            raise TraceError(f"{path}: JSON nested too deeply") from None
         return cls.from_json(doc, source=str(path))

@@ -12,6 +12,7 @@ import io
 import json
 import pickletools
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +29,13 @@ _LEGACY_HEAD = b"\x80\x02\x8a\x0a" + LEGACY_MAGIC.to_bytes(10, "little")
 FULL_CRC_LIMIT = 256 * 1024 * 1024
 # Pickles bigger than this are not scanned completely (state dicts keep tensor data outside).
 PICKLE_SCAN_LIMIT = 64 * 1024 * 1024
+
+# What zipfile raises on a damaged archive besides BadZipFile: short reads, undecodable member
+# names (UnicodeDecodeError), flag bits it does not implement, "encrypted" members, bad deflate.
+ZIP_ERRORS: tuple[type[BaseException], ...] = (
+    zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError, NotImplementedError,
+    RuntimeError, zlib.error,
+)  # fmt: skip
 
 # Globals that weights-only loading accepts: tensors, storages and plain containers.
 _SAFE_PREFIXES = ("torch._utils._rebuild_", "torch._tensor._rebuild_")
@@ -196,7 +204,7 @@ def sniff(path: str | Path) -> Sniffed:
         return _sniff_zip(p, size)
     if head.startswith(_LEGACY_HEAD):
         return _sniff_legacy(p, size)
-    if head[:1] == b"\x80" and 2 <= head[1:2][0] <= 5:
+    if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:
         data = _read_capped(p, PICKLE_SCAN_LIMIT)
         try:
             scan, _ = scan_pickle(data)
@@ -244,6 +252,8 @@ def _sniff_zip(p: Path, size: int) -> Sniffed:
         return Sniffed("corrupt", f"truncated or damaged zip archive ({exc})", str(p))
     except OSError as exc:
         return Sniffed("corrupt", f"cannot read zip archive ({exc})", str(p))
+    except ZIP_ERRORS as exc:
+        return Sniffed("corrupt", f"damaged zip archive ({exc})", str(p))
     with zf:
         names = zf.namelist()
         if not names:
@@ -252,13 +262,13 @@ def _sniff_zip(p: Path, size: int) -> Sniffed:
         rel = {n[len(prefix) :] if n.startswith(prefix) else n for n in names}
         try:
             bad = zf.testzip() if size <= FULL_CRC_LIMIT else None
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        except ZIP_ERRORS as exc:
             return Sniffed("corrupt", f"damaged zip archive ({exc})", str(p), prefix)
         if bad is not None:
-            return Sniffed("corrupt", f"damaged zip archive (bad CRC in {bad})", str(p), prefix)
+            return Sniffed("corrupt", f"damaged zip archive (bad CRC in {bad!r})", str(p), prefix)
         try:
             return _classify_zip(zf, p, prefix, rel)
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError) as exc:
+        except ZIP_ERRORS as exc:
             return Sniffed("corrupt", f"damaged zip archive ({exc})", str(p), prefix)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from opcheck.errors import TraceError
 from opcheck.tracers.oplist import MAX_SAMPLES, OpList, OpUse
+from opcheck.tracers.sniff import ZIP_ERRORS
 
 # torch.export schema ScalarType enum -> dtype name
 _SCALAR_TYPES = {
@@ -211,18 +212,26 @@ def list_pt2(path: str | Path, *, label: str = "") -> OpList:
             for n in graphs:
                 if zf.getinfo(n).file_size > MAX_MEMBER_BYTES:
                     raise TraceError(f"{p}: graph {n} is implausibly large")
-                docs.append((n, json.loads(zf.read(n))))
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+                raw = zf.read(n)
+                try:
+                    docs.append((n, json.loads(raw)))
+                except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+                    raise TraceError(f"{p}: torch.export graph is not valid JSON ({exc})") from None
+    except ZIP_ERRORS as exc:
         raise TraceError(f"{p}: damaged torch.export archive ({exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{p}: torch.export graph is not valid JSON ({exc})") from None
     col = _Collector()
     version = ""
     for n, doc in docs:
         gm = _find_graph_module(doc)
         if gm is None:
             raise TraceError(f"{p}: {n} holds no graph_module")
-        _walk_graph(gm["graph"], col)
+        try:
+            _walk_graph(gm["graph"], col)
+        except (AttributeError, TypeError, ValueError, KeyError, RecursionError) as exc:
+            # valid JSON of another shape: a newer/older export schema or a damaged file
+            raise TraceError(
+                f"{p}: unexpected torch.export graph layout in {n} ({type(exc).__name__}: {exc})"
+            ) from None
         sv = doc.get("schema_version") if isinstance(doc, dict) else None
         if isinstance(sv, dict):
             version = f"{sv.get('major', '')}.{sv.get('minor', '')}"
@@ -308,7 +317,7 @@ def list_torchscript(path: str | Path, *, label: str = "") -> OpList:
                 except SyntaxError as exc:
                     raise TraceError(f"{p}: cannot parse TorchScript code {n}: {exc.msg}") from None
                 _TSVisitor(col, n.split("/code/", 1)[-1]).visit(tree)
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+    except ZIP_ERRORS as exc:
         raise TraceError(f"{p}: damaged TorchScript archive ({exc})") from None
     return OpList(
         model=label or p.name,

@@ -1,0 +1,44 @@
+"""``opcheck zoo`` benchmark: trace time per model and the whole zoo against every release.
+
+Each model is traced in its own sandboxed process (that includes ``import torch`` and, for the
+transformers models, ``import transformers``: the per-model figure is what a user waits for).
+The whole-zoo figure adds checking every op list against every release with a kernel list.
+No target is set for it; the figures are for comparison between changes.
+Run: .venv/bin/python benchmarks/bench_zoo.py [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from opcheck.db import zoo
+from opcheck.db.engine import make_engine
+from opcheck.db.resolve import Catalog
+from opcheck.paths import snapshot_dir
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = zoo.catalog_from_snapshot(snapshot_dir(), Path(tmp) / "c.sqlite")
+        cat = Catalog.load(make_engine(path))
+        start = time.perf_counter()
+        one = zoo.run_zoo(cat, None, jobs=1)
+        serial = time.perf_counter() - start
+        for name in one.models:
+            print(f"{name}: trace {one.seconds[name]:.2f} s (sandboxed process, imports included)")
+        start = time.perf_counter()
+        result = zoo.run_zoo(cat, None, jobs=args.jobs)
+        took = time.perf_counter() - start
+        errors = sum(1 for r in result.rows if r.verdict == zoo.ERROR)
+        print(f"whole zoo, {len(result.models)} models × {len(result.releases)} releases: "
+              f"{serial:.1f} s with 1 job, {took:.1f} s with {args.jobs} jobs; {errors} errors")
+
+
+if __name__ == "__main__":
+    main()

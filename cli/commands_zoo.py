@@ -1,0 +1,140 @@
+"""``zoo``: well-known architectures × every release → a coverage table."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .common import CatalogOpt, handle_errors
+
+FORMATS = ("table", "markdown", "csv", "json")
+VERDICT_STYLE = {"YES": "green", "MAYBE": "yellow", "NO": "bold red", "ERROR": "magenta"}
+
+
+def zoo(
+    models: Annotated[list[str] | None, typer.Argument(help="Zoo models to run (default: all), or file.py:factory specs", show_default=False)] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table | markdown | csv | json")] = "table",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the table to a file", show_default=False)] = None,
+    snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Check against the snapshot in DIR and store the rows in DIR/zoo.tsv (rows of the models run are replaced)", show_default=False)] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds each sandboxed trace may take")] = 300.0,
+    memory_mb: Annotated[int, typer.Option("--memory-mb", help="Memory limit of each sandboxed trace")] = 4096,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Traces run at once")] = 2,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Check well-known architectures (CNN, ViT, BERT, GPT-2, LLaMA, Whisper, LSTM, UNet, YOLO)
+    against every release: model × release → verdict, CPU fallbacks, unsupported ops.
+
+    Exit codes: 0 every model traced, 1 a model's trace failed (an ERROR row), 2 bad usage.
+    """
+    code = 0
+    with handle_errors():
+        from opcheck.db import zoo as zoo_mod
+        from opcheck.db.engine import open_catalog
+        from opcheck.db.resolve import Catalog
+        from opcheck.errors import UsageError
+
+        if fmt not in FORMATS:
+            raise UsageError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+        if jobs < 1:
+            raise UsageError("--jobs must be at least 1")
+        zoo_mod.specs(models)  # a bad name is a usage error before anything is traced
+        with tempfile.TemporaryDirectory(prefix="opcheck-zoo-") as tmp:
+            if snapshot is not None:
+                if catalog is not None:
+                    raise UsageError("--snapshot DIR checks against the catalog built from DIR's "
+                                     "snapshot: drop --catalog")
+                path = zoo_mod.catalog_from_snapshot(snapshot, Path(tmp) / "catalog.sqlite")
+                cat = Catalog.load(open_catalog(path))
+            else:
+                cat = Catalog.load(open_catalog(catalog))
+            result = _run(zoo_mod, cat, models, timeout, memory_mb, jobs)
+            cat.engine.dispose()
+        from rich.console import Console
+        from rich.text import Text
+
+        err = Console(stderr=True)
+        failed = [r for r in result.rows if r.verdict == zoo_mod.ERROR]
+        for r in failed:
+            err.print(Text.assemble(("error: ", "magenta"), f"{r.model}: {r.error}"))
+        if snapshot is not None:
+            from opcheck.db.snapshot import read_zoo, write_zoo
+
+            path = write_zoo(zoo_mod.merge_rows(read_zoo(snapshot), result), snapshot)
+            err.print(Text(f"zoo rows written to {path} (the catalog is rebuilt from it on "
+                           "next use)"))
+        _emit(result, fmt, output)
+        code = 1 if failed else 0
+    raise typer.Exit(code)
+
+
+def _run(zoo_mod: Any, cat: Any, models: list[str] | None, timeout: float, memory_mb: int,
+         jobs: int) -> Any:
+    from rich.console import Console
+
+    with Console(stderr=True).status("zoo") as status:
+        return zoo_mod.run_zoo(cat, models, timeout=timeout, memory_mb=memory_mb, jobs=jobs,
+                               progress=lambda m: status.update(m))
+
+
+def _emit(result: Any, fmt: str, output: Path | None) -> None:
+    from opcheck.db import zoo as zoo_mod
+
+    if fmt == "table":
+        from rich.console import Console
+
+        from .render import wide_console
+
+        if output is not None:
+            with output.open("w", encoding="utf-8") as fh:
+                render_table(result, Console(file=fh, width=160))
+        else:
+            render_table(result, wide_console())
+        return
+    text = {"markdown": zoo_mod.to_markdown, "csv": zoo_mod.to_csv,
+            "json": zoo_mod.to_json}[fmt](result)
+    if output is not None:
+        output.write_text(text, encoding="utf-8")
+    else:
+        typer.echo(text, nl=False)
+
+
+def render_table(result: Any, console: Any) -> None:
+    """Releases (runs of identical results folded into one line) × models."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from opcheck.db import zoo as zoo_mod
+
+    table = Table(title=f"opcheck zoo: {len(result.models)} models × "
+                        f"{len(result.releases)} releases")
+    table.add_column("torch_npu", no_wrap=True)
+    for m in result.models:
+        table.add_column(Text(m), no_wrap=True)  # a file.py:x spec is no emoji code
+    for first, last, cells in zoo_mod.grouped(result):
+        label = first if first == last else f"{first} – {last}"
+        table.add_row(label, *(_styled(c) for c in cells))
+    console.print(table)
+    newest = result.releases[-1] if result.releases else ""
+    for m in result.models:
+        row = result.row(m, newest)
+        if row is None:
+            continue
+        if row.verdict == zoo_mod.ERROR:
+            console.print(Text(f"{m}: ERROR: {row.error}"))
+        elif row.problem_ops:
+            ops = ", ".join(p.replace("=", " ") for p in row.problem_ops.split(","))
+            console.print(Text(f"{m} on {newest}: {ops}"))
+    console.print(Text("cell: verdict (ops that fall back to the CPU, are unsupported or unknown)"))
+
+
+def _styled(text: str) -> Any:
+    from rich.text import Text
+
+    return Text(text, style=VERDICT_STYLE.get(text.split(" ", 1)[0], ""))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(zoo)

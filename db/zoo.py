@@ -1,0 +1,290 @@
+"""``opcheck zoo``: well-known architectures checked against every release.
+
+Each model in ``data/zoo/models.py`` is traced once (the sandboxed runtime trace, as
+``opcheck --model`` does) and its op list is resolved against every release that has a kernel
+list. The result is a coverage table, model × release → verdict and counts, rendered as
+Markdown or CSV and stored in the snapshot's ``zoo.tsv`` (the catalog's ``zoo_result`` table is
+built from it). A model whose trace fails becomes one ``ERROR`` row; the others still run.
+
+The verdicts are kernel coverage: the per-API restrictions of the docs (dtype and argument
+limits per product), which ``opcheck check`` adds, depend on the hardware and the dtypes a user
+runs and are left out of a table meant to compare releases.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opcheck.errors import OpcheckError, UsageError
+from opcheck.paths import data_dir
+from opcheck.versions import release_key
+
+from .check import Finding, check
+from .data import ZooRec
+from .resolve import Catalog
+
+ZOO_SCHEMA_VERSION = 1
+# name -> factory in data/zoo/models.py, in the order the table lists them. Kept here (not
+# imported from models.py) so listing the zoo never imports torch.
+MODELS: dict[str, str] = {
+    "conv_classifier": "conv_classifier",
+    "vit": "vit",
+    "bert": "bert",
+    "gpt2": "gpt2",
+    "llama": "llama",
+    "whisper": "whisper",
+    "lstm": "lstm",
+    "unet_block": "unet_block",
+    "yolo": "yolo",
+}
+ERROR = "ERROR"
+PROBLEM = ("cpu_fallback", "unsupported", "unknown")
+CSV_COLUMNS = ["model", "torch_npu", "verdict", "npu", "composite", "cpu_fallback",
+               "unsupported", "unknown", "fallback_calls", "problem_ops", "error", "traced_with"]
+
+Progress = Callable[[str], None]
+
+
+def models_file() -> Path:
+    return data_dir() / "zoo" / "models.py"
+
+
+@dataclass
+class ZooResult:
+    models: list[str]
+    releases: list[str]  # oldest first
+    rows: list[ZooRec]
+    # per model, the findings on the newest release (problem ops with their first NPU release);
+    # absent for results read back from zoo.tsv
+    newest: dict[str, list[Finding]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)  # trace time per model
+
+    def row(self, model: str, torch_npu: str) -> ZooRec | None:
+        for r in self.rows:
+            if r.model == model and (r.torch_npu == torch_npu or r.verdict == ERROR):
+                return r
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": ZOO_SCHEMA_VERSION, "kind": "opcheck.zoo",
+            "models": self.models, "releases": self.releases,
+            "rows": [asdict(r) for r in self.rows],
+        }  # fmt: skip
+
+
+def specs(models: Sequence[str] | None) -> list[tuple[str, str]]:
+    """(name, --model spec) for zoo names; ``file.py:factory`` entries are taken as given."""
+    names = list(models) if models else list(MODELS)
+    out: list[tuple[str, str]] = []
+    for name in names:
+        if ":" in name:
+            out.append((name, name))
+        elif name in MODELS:
+            out.append((name, f"{models_file()}:{MODELS[name]}"))
+        else:
+            raise UsageError(
+                f"no zoo model {name!r} (choose from {', '.join(MODELS)}, or give file.py:factory)"
+            )
+    if len({n for n, _ in out}) != len(out):
+        raise UsageError("a zoo model is named twice")
+    return out
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:500]
+
+
+def run_zoo(
+    cat: Catalog,
+    models: Sequence[str] | None = None,
+    *,
+    timeout: float = 300.0,
+    memory_mb: int = 4096,
+    jobs: int = 2,
+    progress: Progress | None = None,
+) -> ZooResult:
+    """Trace each model once and check it against every release with a kernel list."""
+    from opcheck.tracers.api import trace
+    from opcheck.tracers.oplist import OpList
+
+    wanted = specs(models)
+    releases = [r for r in cat.releases if r.has_kernels]
+    if not releases:
+        raise UsageError("the catalog has no release with a kernel list")
+    say = progress or (lambda _m: None)
+
+    def one(item: tuple[str, str]) -> tuple[str, OpList | str, float]:
+        name, spec = item
+        start = time.perf_counter()
+        ol: OpList | str
+        try:
+            listing = trace(None, model_spec=spec, timeout=timeout, memory_mb=memory_mb)
+        except OpcheckError as exc:
+            ol = _one_line(str(exc)) or type(exc).__name__
+        else:
+            # a trace cut short by data-dependent control flow lists only part of the model:
+            # its coverage would look better than it is
+            cut = [n for n in listing.notes if n.startswith("INCOMPLETE")]
+            ol = _one_line(cut[0]) if cut else listing
+        took = time.perf_counter() - start
+        say(f"traced {name} ({took:.1f} s)")
+        return name, ol, took
+
+    say(f"tracing {len(wanted)} model(s)")
+    # Each trace is its own sandboxed process: threads only wait for them.
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        traced = list(pool.map(one, wanted))
+    result = ZooResult(models=[n for n, _ in wanted], releases=[r.torch_npu for r in releases],
+                       rows=[])
+    for name, ol, took in traced:
+        result.seconds[name] = took
+        if isinstance(ol, str):
+            result.rows.append(ZooRec(model=name, torch_npu="", verdict=ERROR, error=ol))
+            continue
+        say(f"checking {name} against {len(releases)} releases")
+        for rel in releases:
+            rep = check(cat, ol, rel)
+            problems = [f for f in rep.ops if f.status in PROBLEM]
+            result.rows.append(ZooRec(
+                model=name, torch_npu=rel.torch_npu, verdict=rep.verdict,
+                npu=rep.counts["npu"], composite=rep.counts["composite"],
+                cpu_fallback=rep.counts["cpu_fallback"], unsupported=rep.counts["unsupported"],
+                unknown=rep.counts["unknown"], fallback_calls=rep.fallback_calls,
+                problem_ops=",".join(f"{f.op}={f.status}" for f in problems),
+                traced_with=ol.torch_version,
+            ))
+            if rel is releases[-1]:
+                result.newest[name] = problems
+    return result
+
+
+def catalog_from_snapshot(folder: Path, path: Path) -> Path:
+    """Build the catalog of the snapshot in ``folder`` into ``path``: zoo rows stored in a
+    snapshot must come from that snapshot's facts, not from whatever catalog is in use."""
+    from .build import write_catalog
+    from .snapshot import read_snapshot
+    from .workarounds import attach
+
+    data = read_snapshot(folder)
+    attach(data)
+    return write_catalog(data, path)
+
+
+def merge_rows(old: Sequence[ZooRec], new: ZooResult) -> list[ZooRec]:
+    """``old`` with the rows of the models in ``new`` replaced by ``new``'s rows.
+
+    A model whose trace failed this time keeps the rows it had (a timeout on a busy machine
+    must not wipe good results from a committed snapshot); without any, its ERROR row is kept.
+    """
+    had = {r.model for r in old}
+    failed = {r.model for r in new.rows if r.verdict == ERROR and r.model in had}
+    replaced = set(new.models) - failed
+    return ([r for r in old if r.model not in replaced]
+            + [r for r in new.rows if r.model not in failed])
+
+
+def from_rows(rows: Sequence[ZooRec]) -> ZooResult:
+    """A result read back from zoo.tsv or the catalog (no per-op details)."""
+    models = list(dict.fromkeys(r.model for r in rows))
+    order = {n: i for i, n in enumerate(MODELS)}
+    models.sort(key=lambda n: (order.get(n, len(order)), n))
+    releases = sorted({r.torch_npu for r in rows if r.torch_npu}, key=release_key)
+    return ZooResult(models=models, releases=releases, rows=list(rows))
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def cell(row: ZooRec | None) -> str:
+    """``YES``, ``MAYBE (2)``, ``NO (1)``: the verdict and how many ops are the problem."""
+    if row is None:
+        return "–"
+    if row.verdict == ERROR:
+        return ERROR
+    bad = row.cpu_fallback + row.unsupported + row.unknown
+    return f"{row.verdict} ({bad})" if bad else row.verdict
+
+
+def grouped(result: ZooResult) -> list[tuple[str, str, list[str]]]:
+    """Consecutive releases with the same cells, as (first, last, cells)."""
+    out: list[tuple[str, str, list[str]]] = []
+    for rel in result.releases:
+        cells = [cell(result.row(m, rel)) for m in result.models]
+        if out and out[-1][2] == cells:
+            out[-1] = (out[-1][0], rel, cells)
+        else:
+            out.append((rel, rel, cells))
+    return out
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def to_markdown(result: ZooResult) -> str:
+    traced = sorted({r.traced_with for r in result.rows if r.traced_with})
+    lines = [
+        "# opcheck zoo: well-known architectures on torch_npu releases",
+        "",
+        f"{len(result.models)} models × {len(result.releases)} releases with a kernel list"
+        + (f"; traced with torch {', '.join(traced)}" if traced else "") + ".",
+        "",
+        "A cell is the verdict on that release and, in brackets, how many ops fall back to the "
+        "CPU, are unsupported or unknown. `YES`: every op runs on the NPU; `MAYBE`: some fall "
+        "back to the CPU (or are unknown); `NO`: some are unsupported; `ERROR`: the trace failed. "
+        "Kernel coverage only: documented per-API restrictions (dtype limits per product) are "
+        "left out (`opcheck check` reports them). Releases built for an older torch may receive "
+        "op names that differ from this trace's.",
+        "",
+        "| torch_npu | " + " | ".join(_md_escape(m) for m in result.models) + " |",
+        "|---|" + "---|" * len(result.models),
+    ]
+    # consecutive releases with the same results share a line: 77 releases fold into ~20
+    for first, last, cells in grouped(result):
+        label = first if first == last else f"{first} – {last}"
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    newest = result.releases[-1] if result.releases else ""
+    lines += ["", f"## Problem ops on the newest release ({newest})", ""]
+    for m in result.models:
+        row = result.row(m, newest)
+        if row is None:
+            continue
+        if row.verdict == ERROR:
+            lines.append(f"- **{_md_escape(m)}**: ERROR: {_md_escape(row.error)}")
+            continue
+        findings = result.newest.get(m)
+        if findings is not None:
+            items = [
+                f"`{f.op}` {f.status} ({f.count} call{'s' if f.count != 1 else ''}"
+                + (f"; NPU kernel from {f.first_npu_release_any}" if f.first_npu_release_any
+                   else "") + ")"
+                for f in findings
+            ]
+        else:
+            items = [f"`{op}` {status}" for op, _, status in
+                     (p.partition("=") for p in row.problem_ops.split(",") if p)]
+        lines.append(f"- **{_md_escape(m)}**: {row.verdict}: " + ("; ".join(items) if items else
+                                                        "every op runs on the NPU"))
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(result: ZooResult) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    for r in result.rows:
+        w.writerow([getattr(r, c) for c in CSV_COLUMNS])
+    return buf.getvalue()
+
+
+def to_json(result: ZooResult) -> str:
+    return json.dumps(result.to_json(), indent=2) + "\n"
