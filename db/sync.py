@@ -187,9 +187,8 @@ def _canonical_url(path: str) -> str:
     if path.startswith("github/"):
         owner, repo, ref, rest = path.split("/", 4)[1:]
         return f"https://github.com/{owner}/{repo}/blob/{ref}/{rest}"
-    if path.startswith(WHEELS + "/"):
-        version = path.split("/")[2]
-        return f"https://pypi.org/project/torch-npu/{version}/"
+    # Wheels have no URL of our choosing: they come from whatever index the user's pip is
+    # configured for (`pip download torch-npu==VERSION`); the path and sha256 identify them.
     return ""
 
 

@@ -346,9 +346,14 @@ def test_http_pypi_paths_need_wheels() -> None:
 
 
 def test_no_package_index_is_hard_coded() -> None:
+    import re
+
     text = Path(sources.__file__).read_text(encoding="utf-8")
-    for needle in ("pypi.org", "files.pythonhosted", "--index-url", "--extra-index-url", "/simple"):
+    for needle in ("--index-url", "--extra-index-url", "--find-links", "/simple"):
         assert needle not in text
+    # The only hosts this module names are the two git forges it reads raw files from.
+    hosts = set(re.findall(r"https?://([A-Za-z0-9.-]+)", text))
+    assert hosts <= {"raw.githubusercontent.com", "gitcode.com", "api.github.com"}, hosts
 
 
 # --- pip wheel ------------------------------------------------------------------------------
