@@ -177,11 +177,12 @@ class CatalogData:
     zoo: list[ZooRec] = field(default_factory=list)
     meta: dict[str, str] = field(default_factory=dict)
 
-    def add_source(self, scraper: str, path: str, **kw: str | int) -> int:
+    def add_source(self, scraper: str, path: str, *, url: str = "", ref: str = "",
+                   commit: str = "", sha256: str = "", rows: int = 0) -> int:
         """Register a source once per (scraper, path); returns its id."""
         for s in self.sources:
             if s.scraper == scraper and s.path == path:
                 return s.id
         sid = len(self.sources) + 1
-        self.sources.append(SourceRec(sid, scraper, path, **kw))  # type: ignore[arg-type]
+        self.sources.append(SourceRec(sid, scraper, path, url, ref, commit, sha256, rows))
         return sid

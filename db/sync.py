@@ -309,8 +309,10 @@ def collect(
 
     _add_api_docs(data, universe, col)
     _add_operators(data, universe, col)
+    stamp = now()  # catalogs record when; the snapshot leaves it out to stay reproducible
     for s in data.sources:
         s.rows = max(s.rows, col._row_counts.get(s.id, 0))
+        s.fetched_at = stamp
     data.meta.update({
         "torch_version": universe.torch_version if universe else "",
         # The kind of source, not its location: the snapshot must not depend on where the

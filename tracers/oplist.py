@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opcheck.errors import TraceError
+from opcheck.errors import OpcheckError, TraceError
 from opcheck.opname import canonical
 
 SCHEMA_VERSION = 1
@@ -121,7 +121,7 @@ class OpList:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise TraceError(f"{source}: malformed op list: {exc}") from None
-        except Exception as exc:  # UsageError from a bad op name
+        except OpcheckError as exc:  # UsageError from a bad op name
             raise TraceError(f"{source}: malformed op list: {exc}") from None
 
     @classmethod
