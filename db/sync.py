@@ -234,21 +234,23 @@ def collect(
         except OpcheckError as exc:
             col.failures.append(str(exc))
 
-    # Kernels for tagged releases of each torch line, to lend native registrations to
-    # table-only releases (see module docstring).
+    # torch_npu's own registrations, once per tag: for the tagged releases themselves and to
+    # lend to table-only releases of the nearest torch line (see module docstring).
     release_recs: list[ReleaseRec] = []
     all_kernels: list[KernelRec] = []
-    native_by_line: dict[str, tuple[str, dict[str, KernelFacts], int]] = {}
+    native_by_tag: dict[str, tuple[dict[str, KernelFacts], int]] = {}
+    native_by_line: dict[str, tuple[dict[str, KernelFacts], int]] = {}
     ordered = sorted(rows, key=lambda r: release_key(r.torch_npu_version))
     for m in ordered:
         if m.tag and m.torch_version:
-            got_native = None
             try:
                 got_native = col.native_kernels(m.tag)
             except OpcheckError as exc:
                 col.failures.append(str(exc))
+                continue
             if got_native:
-                native_by_line[torch_minor(m.torch_version)] = (m.tag, *got_native)
+                native_by_tag[m.tag] = got_native
+                native_by_line[torch_minor(m.torch_version)] = got_native
 
     def release_from_matrix(m: releases.MatrixRow) -> ReleaseRec:
         src = next((source_ids[s] for s in m.sources if s in source_ids), tsv_sid)
@@ -273,7 +275,7 @@ def collect(
         col.progress(f"kernels of torch_npu {rel.torch_npu}")
         try:
             kernels, ksid, nsid, kind = _release_kernels(col, rel, minor, wheel_versions, refs,
-                                                         native_by_line)
+                                                         native_by_tag, native_by_line)
         except OpcheckError as exc:
             col.failures.append(str(exc))
             kernels, ksid, nsid, kind = {}, None, None, "none"
@@ -329,7 +331,8 @@ def _train_ref(rel: ReleaseRec, refs: set[str]) -> str:
 
 def _release_kernels(
     col: Collector, rel: ReleaseRec, minor: str, wheel_versions: set[str], refs: set[str],
-    native_by_line: dict[str, tuple[str, dict[str, KernelFacts], int]],
+    native_by_tag: dict[str, tuple[dict[str, KernelFacts], int]],
+    native_by_line: dict[str, tuple[dict[str, KernelFacts], int]],
 ) -> tuple[dict[str, KernelFacts], int | None, int | None, str]:
     if rel.torch_npu in wheel_versions:
         path = f"{WHEELS}/{rel.torch_npu}/{CODEGEN}"
@@ -341,27 +344,21 @@ def _release_kernels(
         col.notes.append(f"no published wheel for torch_npu {rel.torch_npu}; op-plugin instead")
     if rel.op_plugin_commit and (not refs or rel.op_plugin_commit in refs):
         kernels, ksid = col.op_plugin_kernels(rel.op_plugin_commit, minor)
-        native = col.native_kernels(rel.tag)
-        nsid = None
-        if native:
-            kernels = {**native[0], **kernels}
-            nsid = native[1]
-        return kernels, ksid, nsid, "op_plugin"
-    ref = _train_ref(rel, refs)
-    if ref:
+        native, kind = native_by_tag.get(rel.tag), "op_plugin"
+    else:
+        ref = _train_ref(rel, refs)
+        if not ref:
+            return {}, None, None, "none"
         kernels, ksid = col.op_plugin_kernels(ref, minor)
-        lent = _nearest_line(native_by_line, minor)
-        nsid = None
-        if lent:
-            kernels = {**lent[1], **kernels}
-            nsid = lent[2]
-        return kernels, ksid, nsid, "op_plugin_branch"
-    return {}, None, None, "none"
+        native, kind = _nearest_line(native_by_line, minor), "op_plugin_branch"
+    if native is None:
+        return kernels, ksid, None, kind
+    return {**native[0], **kernels}, ksid, native[1], kind
 
 
 def _nearest_line(
-    by_line: dict[str, tuple[str, dict[str, KernelFacts], int]], minor: str
-) -> tuple[str, dict[str, KernelFacts], int] | None:
+    by_line: dict[str, tuple[dict[str, KernelFacts], int]], minor: str
+) -> tuple[dict[str, KernelFacts], int] | None:
     """torch_npu's own registrations of the closest tagged torch line (2.2 has no tag of its
     own; its table-only releases borrow from 2.1 or 2.3): view, copy_, empty... exist in every
     release, so a near line is a far better guess than none."""
@@ -411,17 +408,15 @@ def _add_operators(data: CatalogData, universe: Universe | None, col: Collector)
                 ",".join(r.dispatch), r.kernel_kind, r.structured_delegate or "", sid)
     # Ops the registries name that this torch does not know (custom npu:: ops, ATen ops of
     # other torch versions) still need a row: schema from the registry, kind unknown.
-    by_op_schema: dict[str, tuple[str, int | None]] = {}
+    schemas: dict[str, str] = {}
     for rows in col._parsed.values():
         for row in rows:
-            if row.op not in ops and row.op not in by_op_schema:
-                by_op_schema[row.op] = (row.schema, None)
+            schemas.setdefault(row.op, row.schema)
     for k in data.kernels:
         if k.op not in ops:
-            schema, _ = by_op_schema.get(k.op, ("", None))
             name = OpName.parse(k.op)
-            ops[k.op] = OperatorRec(k.op, name.namespace, name.name, name.overload, schema,
-                                    source_id=k.source_id)
+            ops[k.op] = OperatorRec(k.op, name.namespace, name.name, name.overload,
+                                    schemas.get(k.op, ""), source_id=k.source_id)
     for d in data.deprecations:
         if d.op not in ops:
             name = OpName.parse(d.op)
