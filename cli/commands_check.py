@@ -124,7 +124,8 @@ def check(
                                installed_torch=_installed_torch())
         oplist = _oplist(model, model_spec, input_shape, input_spec, log, trust, train, static,
                          timeout, memory_mb)
-        from .lookups import restriction_lookup, workaround_lookup
+        from opcheck.db.restrictions import restriction_lookup
+        from opcheck.db.workarounds import workaround_lookup
 
         report = run_check(cat, oplist, target, cpu_fallback=not no_cpu_fallback,
                            workarounds=workaround_lookup(cat),

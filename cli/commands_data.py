@@ -141,10 +141,10 @@ def explain(
         from opcheck.db.resolve import Catalog
         from opcheck.db.troubleshoot import explain as run_explain
         from opcheck.db.troubleshoot import explain_file, iter_lines
+        from opcheck.db.workarounds import workaround_lookup
         from opcheck.tracers.oplist import OpList, OpUse
 
         from .commands_check import _installed_torch
-        from .lookups import workaround_lookup
 
         result = (run_explain(iter_lines(sys.stdin.buffer)) if log == "-"
                   else explain_file(Path(log)))

@@ -464,10 +464,11 @@ def submission_from_fields(fields: dict[str, str]) -> Submission:
 
 def run_check(state: ServeState, sub: Submission) -> Report:
     """The checker's report for a submitted op list, exactly as ``opcheck check`` makes it."""
-    from opcheck.cli.lookups import restriction_lookup, workaround_lookup
     from opcheck.tracers.oplist import OpList
 
     from .queries import select_target
+    from .restrictions import restriction_lookup
+    from .workarounds import workaround_lookup
 
     try:
         doc = json.loads(sub.text)

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -40,6 +40,10 @@ from opcheck.opname import canonical
 from opcheck.versions import release_key
 
 from .data import CatalogData, WorkaroundRec
+
+if TYPE_CHECKING:
+    from .check import WorkaroundLookup
+    from .resolve import Catalog, ReleaseInfo
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]*[a-z0-9]$"
 
@@ -500,3 +504,31 @@ def folder_digest(folder: Path | None = None) -> str:
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------- checker lookup
+
+
+def workaround_lookup(cat: Catalog) -> WorkaroundLookup:
+    """The checker's lookup: entries in the catalog for an op, filtered by release range."""
+    from collections import defaultdict
+
+    from sqlalchemy import text
+
+    from .check import WorkaroundRef
+
+    by_op: dict[str, list[tuple[WorkaroundRef, list[ReleaseRange]]]] = defaultdict(list)
+    with cat.engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT o.op, w.id, w.title, w.kind, w.path, w.releases FROM workaround_op o "
+            "JOIN workaround w ON w.id = o.workaround_id ORDER BY w.id"
+        ))
+        for op, wid, title, kind, path, releases in rows:
+            ranges = [ReleaseRange(**r) for r in json.loads(releases or "[]")]
+            by_op[op].append((WorkaroundRef(wid, title, kind, path), ranges))
+
+    def lookup(op: str, release: ReleaseInfo) -> list[WorkaroundRef]:
+        return [ref for ref, ranges in by_op.get(op, [])
+                if not ranges or any(r.contains(release.torch_npu) for r in ranges)]
+
+    return lookup

@@ -19,12 +19,13 @@ import yaml
 if not os.environ.get("CI"):  # CI installs the serve extra: there a missing Datasette fails
     pytest.importorskip("datasette")
 
-from opcheck.cli.lookups import restriction_lookup, workaround_lookup
 from opcheck.db import serve
 from opcheck.db.check import check
 from opcheck.db.engine import make_engine
 from opcheck.db.queries import op_history, release_diff
 from opcheck.db.resolve import Catalog, kernel_label
+from opcheck.db.restrictions import restriction_lookup
+from opcheck.db.workarounds import workaround_lookup
 from opcheck.tracers.oplist import OpList, OpUse
 
 OLD, NEW = "2.1.0.post10", "2.1.0.post17"
