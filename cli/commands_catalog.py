@@ -69,7 +69,11 @@ def op(
         from .render import status_text, wide_console
 
         console = wide_console()
-        kind = f"  ({info.kernel_kind}" + (f", delegates to {info.structured_delegate}" if info and info.structured_delegate else "") + ")" if info and info.kernel_kind else ""
+        kind = ""
+        if info and info.kernel_kind:
+            delegate = (f", delegates to {info.structured_delegate}"
+                        if info.structured_delegate else "")
+            kind = f"  ({info.kernel_kind}{delegate})"
         console.print(f"[bold]{opname}[/bold]{kind}")
         console.print(f"first release with an NPU kernel: [bold]{first_any or 'none'}[/bold]")
         table = Table(show_edge=False)
