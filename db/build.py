@@ -82,6 +82,10 @@ def fill(engine: Engine, data: CatalogData) -> None:
         for t in tables:
             for idx in t.indexes:
                 idx.create(conn)
+        # Statistics for the planner: without them it reads npukernel by the low-selectivity
+        # status index when the op index narrows the rows to a handful.
+        raw.execute("PRAGMA analysis_limit = 1000")
+        raw.execute("ANALYZE")
         from .serve import create_search_index
 
         create_search_index(raw)

@@ -18,7 +18,7 @@ from sqlmodel import create_engine
 from opcheck.errors import CatalogError
 from opcheck.paths import cache_dir, snapshot_dir
 
-from .models import SCHEMA_VERSION
+from .models import LAYOUT_VERSION, SCHEMA_VERSION
 
 
 def make_engine(path: Path, *, readonly: bool = True) -> Engine:
@@ -72,7 +72,8 @@ def resolve_catalog_path(explicit: Path | None = None) -> Path:
     from .workarounds import attach, folder_digest
 
     snap = snapshot_dir()
-    digest = hashlib.sha256((snapshot_digest(snap) + folder_digest()).encode()).hexdigest()
+    key = f"layout {LAYOUT_VERSION}\n{snapshot_digest(snap)}{folder_digest()}"
+    digest = hashlib.sha256(key.encode()).hexdigest()
     target = cache_dir() / f"catalog-{digest[:16]}.sqlite"
     if not target.is_file():
         from .build import write_catalog

@@ -5,9 +5,13 @@ Every fact row carries ``source_id``: the upstream file (or snapshot file) it ca
 
 from __future__ import annotations
 
+from sqlalchemy import Index
 from sqlmodel import Field, SQLModel
 
 SCHEMA_VERSION = 1
+# What a built file holds beyond the rows (indexes, search tables). Part of the key of the
+# catalog built in the user cache, so a new layout is rebuilt instead of reused.
+LAYOUT_VERSION = 2
 
 
 class Source(SQLModel, table=True):
@@ -63,9 +67,18 @@ class Operator(SQLModel, table=True):
 class NpuKernel(SQLModel, table=True):
     """Operator × release: what torch_npu registers for it."""
 
+    # Covering indexes for the browser's facets (status, op_api, acl_op): counted per release
+    # and over the whole table, they are read from an index instead of 105k table rows.
+    __table_args__ = (
+        Index("ix_npukernel_release_facets", "release", "status", "op_api", "acl_op"),
+        Index("ix_npukernel_status", "status"),
+        Index("ix_npukernel_op_api", "op_api"),
+        Index("ix_npukernel_acl_op", "acl_op"),
+    )
+
     id: int | None = Field(default=None, primary_key=True)
     op: str = Field(index=True, foreign_key="operator.op")
-    release: str = Field(index=True, foreign_key="release.torch_npu")
+    release: str = Field(foreign_key="release.torch_npu")  # indexed first in release_facets
     op_api: bool = False
     acl_op: bool = False
     native: bool = False
