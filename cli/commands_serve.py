@@ -20,6 +20,9 @@ def serve(
         "--export", help="Write catalog, metadata, templates and plugins into DIR for "
                          "`datasette publish` or a container image, print the datasette "
                          "arguments, and exit", show_default=False)] = None,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", "-w", help="Server processes (default: one per CPU core, at most 4); "
+                                "each renders pages on its own core", show_default=False)] = None,
     catalog: CatalogOpt = None,
 ) -> None:
     """Serve the catalog read-only with Datasette: tables, canned queries, a page per op
@@ -43,9 +46,10 @@ def serve(
             return
         if not 0 < port < 65536:
             raise UsageError(f"--port must be 1-65535, not {port}")
-        typer.echo(f"opcheck: serving {path} read-only at http://{host}:{port}/ (Ctrl-C stops)",
-                   err=True)
-        serving.serve(path, host=host, port=port)
+        n = serving.default_workers() if workers is None else workers
+        if not 1 <= n <= 64:
+            raise UsageError(f"--workers must be 1-64, not {n}")
+        serving.serve(path, host=host, port=port, workers=n)
 
 
 def register(app: typer.Typer) -> None:

@@ -11,12 +11,15 @@ Nothing in this module imports Datasette at import time: ``db/build.py`` calls
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import email.parser
 import email.policy
 import json
+import os
 import re
 import shutil
+import socket
 import sqlite3
 import sys
 from collections.abc import Iterator
@@ -139,19 +142,143 @@ def make_datasette(catalog: Path) -> Any:
     return ds
 
 
-def serve(catalog: Path, *, host: str = "127.0.0.1", port: int = 8001) -> None:
-    import asyncio
+def asgi_app(catalog: Path, ready: Any = None) -> Any:
+    """The site as an ASGI app that runs plugin start-up (the op page's kernel cache) on the
+    server's lifespan start-up, before the first visitor arrives, as ``datasette serve`` does
+    before it starts listening. ``ready`` (an Event) is set when start-up is done."""
+    ds = make_datasette(catalog)
+    inner = ds.app()
 
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await inner(scope, receive, send)
+            return
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await ds.invoke_startup()
+                await send({"type": "lifespan.startup.complete"})
+                if ready is not None:
+                    ready.set()
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    return app
+
+
+def default_workers() -> int:
+    # A cold Datasette page is CPU-bound Python under one GIL: one process per core is what
+    # lets concurrent visitors use the machine. Capped: each worker holds its own page cache
+    # and kernel lists (~150 MB).
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+def _listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP named explicitly: accepted sockets inherit it, and asyncio turns Nagle off
+    # (TCP_NODELAY) only on sockets that say they are TCP. Without it, every keep-alive
+    # response waits ~40 ms for a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    return sock
+
+
+def _worker(catalog: str, host: str, port: int, ready: Any) -> None:
     import uvicorn
 
-    ds = make_datasette(catalog)
-    # As `datasette serve` does: plugin start-up (the op page's kernel cache) before the
-    # first visitor arrives.
-    asyncio.run(ds.invoke_startup())
+    sock = _listening_socket(host, port, reuse_port=True)
+    config = uvicorn.Config(asgi_app(Path(catalog), ready), log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def serve(catalog: Path, *, host: str = "127.0.0.1", port: int = 8001,
+          workers: int = 1) -> None:
+    import uvicorn
+
     if not search_tables(catalog):
         print("opcheck serve: this catalog has no search index (rebuild it with a newer "
               "opcheck to search op names and workarounds)", file=sys.stderr)
-    uvicorn.run(ds.app(), host=host, port=port, log_level="warning")
+    if workers <= 1 or not hasattr(socket, "SO_REUSEPORT") or not sys.platform.startswith("linux"):
+        sock = _listening_socket(host, port, reuse_port=False)
+        _announce(catalog, host, port, 1)
+        config = uvicorn.Config(asgi_app(catalog), log_level="warning", lifespan="on")
+        uvicorn.Server(config).run(sockets=[sock])
+        return
+    _serve_workers(catalog, host, port, workers)
+
+
+def _announce(catalog: Path, host: str, port: int, workers: int) -> None:
+    print(f"opcheck: serving {catalog} read-only at http://{host}:{port}/ with {workers} "
+          f"worker process{'es' if workers > 1 else ''} (Ctrl-C stops)", file=sys.stderr,
+          flush=True)
+
+
+def _serve_workers(catalog: Path, host: str, port: int, workers: int) -> None:
+    """One uvicorn per worker process, each with its own SO_REUSEPORT socket on the same
+    port: Linux spreads new connections over them. (One shared socket lets whichever worker
+    wakes first accept every keep-alive connection of a burst, leaving the others idle.)"""
+    import multiprocessing
+    import signal
+    import time
+
+    # SO_REUSEPORT lets any process of this user join a port that is already served (say, a
+    # second `opcheck serve`): refuse a port that answers instead of sharing it.
+    probe = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+    try:
+        socket.create_connection((probe, port), timeout=0.5).close()
+    except OSError:
+        pass
+    else:
+        raise UsageError(f"cannot listen on {host}:{port}: something already serves that port")
+    # Held, never listened on: the port is checked once, with a clear error, and stays ours.
+    guard = _listening_socket(host, port, reuse_port=True)
+    _announce(catalog, host, port, workers)
+    ctx = multiprocessing.get_context("spawn")
+    events = [ctx.Event() for _ in range(workers)]
+    procs = [ctx.Process(target=_worker, args=(str(catalog), host, port, ev), daemon=True)
+             for ev in events]
+    stopping = False
+
+    def stop(signum: int, frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for proc in procs:
+            proc.start()
+        announced = False
+        while not stopping:
+            dead = [p for p in procs if not p.is_alive()]
+            if dead:
+                time.sleep(0.3)  # a Ctrl-C reaches the workers and this process together
+                if stopping:
+                    break
+                raise OpcheckError(f"a server worker exited with code {dead[0].exitcode}")
+            if not announced and all(ev.is_set() for ev in events):
+                print(f"opcheck serve: {workers} worker processes ready", file=sys.stderr,
+                      flush=True)
+                announced = True
+            time.sleep(0.1)
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()
+        guard.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def export(catalog: Path, folder: Path) -> list[str]:
@@ -252,6 +379,49 @@ class TimelineRow:
     source: dict[str, str] | None
 
 
+@dataclass(frozen=True)
+class TimelineRun:
+    """Consecutive releases of one torch line where the op resolves the same way, from the
+    same kind of source: the op page shows where things change, not 77 near-identical rows."""
+
+    rows: tuple[TimelineRow, ...]  # newest first
+
+    @property
+    def head(self) -> TimelineRow:
+        return self.rows[0]
+
+    @property
+    def releases(self) -> str:
+        newest, oldest = self.rows[0].release.torch_npu, self.rows[-1].release.torch_npu
+        return newest if len(self.rows) == 1 else f"{newest} … {oldest} ({len(self.rows)})"
+
+    @property
+    def cann(self) -> str:
+        canns = list(dict.fromkeys(t.release.cann or "?" for t in reversed(self.rows)))
+        return canns[0] if len(canns) == 1 else f"{canns[0]} – {canns[-1]}"
+
+    @property
+    def approximate(self) -> bool:
+        return any(t.release.kernel_source == "op_plugin_branch" for t in self.rows)
+
+
+def _run_key(t: TimelineRow) -> tuple[object, ...]:
+    r = t.resolution
+    src = (t.source or {}).get("scraper", "")
+    return (t.release.torch_minor, r.status, r.kernel, r.aclnn, r.via, r.reason, src,
+            t.release.kernel_source == "op_plugin_branch")
+
+
+def timeline_runs(timeline: list[TimelineRow]) -> list[TimelineRun]:
+    runs: list[list[TimelineRow]] = []
+    for t in timeline:
+        if runs and _run_key(runs[-1][-1]) == _run_key(t):
+            runs[-1].append(t)
+        else:
+            runs.append([t])
+    return [TimelineRun(tuple(r)) for r in runs]
+
+
 @dataclass
 class OpPage:
     op: str
@@ -270,6 +440,10 @@ class OpPage:
     deprecated_for: list[str] = field(default_factory=list)
     suggestions: list[str] = field(default_factory=list)
     api: ApiMatrix | None = None  # None: the catalog has no per-API documentation tables
+
+    @property
+    def runs(self) -> list[TimelineRun]:
+        return timeline_runs(self.timeline)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -488,26 +662,39 @@ def run_check(state: ServeState, sub: Submission) -> Report:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
 @contextmanager
-def running_server(catalog: Path, *, port: int | None = None,
+def running_server(catalog: Path, *, port: int | None = None, workers: int = 1,
                    timeout: float = 30.0) -> Iterator[str]:
-    """Serve ``catalog`` on 127.0.0.1 in a child process; yields the base URL and stops the
-    child on exit. Loopback only: tests and benchmarks never expose the server."""
+    """Serve ``catalog`` on 127.0.0.1 in a child process; yields the base URL once every
+    worker has started, and stops the child on exit. Loopback only: tests and benchmarks
+    never expose the server."""
     import subprocess
+    import threading
     import time
     import urllib.request
 
     port = port or free_port()
     code = ("import sys; from pathlib import Path; from opcheck.db.serve import serve; "
-            "serve(Path(sys.argv[1]), host='127.0.0.1', port=int(sys.argv[2]))")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(catalog), str(port)])
+            "serve(Path(sys.argv[1]), host='127.0.0.1', port=int(sys.argv[2]), "
+            "workers=int(sys.argv[3]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(catalog), str(port), str(workers)],
+                            stderr=subprocess.PIPE, text=True)
+    all_ready = threading.Event()
+
+    def relay() -> None:  # the child's messages still reach the terminal
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "worker processes ready" in line:
+                all_ready.set()
+            else:
+                sys.stderr.write(line)
+
+    threading.Thread(target=relay, daemon=True).start()
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
@@ -515,13 +702,15 @@ def running_server(catalog: Path, *, port: int | None = None,
             if proc.poll() is not None:
                 raise OpcheckError(f"the server exited with code {proc.returncode}")
             try:
-                with urllib.request.urlopen(url + "/-/versions.json", timeout=2):
-                    break
+                if workers <= 1 or all_ready.is_set():
+                    with urllib.request.urlopen(url + "/-/versions.json", timeout=2):
+                        break
             except OSError:
-                if time.monotonic() > deadline:
-                    raise OpcheckError(f"the server did not answer on {url} within "
-                                       f"{timeout:.0f} s") from None
-                time.sleep(0.1)
+                pass
+            if time.monotonic() > deadline:
+                raise OpcheckError(f"the server did not answer on {url} within "
+                                   f"{timeout:.0f} s")
+            time.sleep(0.1)
         yield url
     finally:
         proc.terminate()
@@ -539,7 +728,9 @@ class ResponseCache:
     """A bounded LRU of complete GET responses in front of Datasette (ASGI middleware).
 
     Only anonymous GETs without cookies or an Authorization header are cached, only 200s, and
-    never the op-list page. Safe because the served catalog is immutable."""
+    never the op-list page. Safe because the served catalog is immutable. Requests for a page
+    that is being rendered wait for that render instead of starting their own: when a link
+    goes round a team, twenty visitors cost one render, not twenty."""
 
     def __init__(self, entries: int, max_bytes: int) -> None:
         from collections import OrderedDict
@@ -549,6 +740,7 @@ class ResponseCache:
         self.bytes = 0
         self.hits = 0
         self.store: OrderedDict[bytes, tuple[dict[str, Any], bytes]] = OrderedDict()
+        self.rendering: dict[bytes, asyncio.Event] = {}  # renders in progress, by key
 
     def wrap(self, app: Any) -> Any:
         async def cached(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -556,31 +748,49 @@ class ResponseCache:
                 await app(scope, receive, send)
                 return
             key = scope.get("raw_path", scope["path"].encode()) + b"?" + scope.get("query_string", b"")
-            hit = self.store.get(key)
-            if hit is not None:
-                self.store.move_to_end(key)
-                self.hits += 1
-                await send(hit[0])
-                await send({"type": "http.response.body", "body": hit[1]})
+            pending = self.rendering.get(key)
+            if pending is not None:
+                await pending.wait()  # then a hit, unless that response was not cacheable
+            if await self._replay(key, send):
                 return
-            start: dict[str, Any] = {}
-            chunks: list[bytes] = []
-
-            async def capture(message: dict[str, Any]) -> None:
-                if message["type"] == "http.response.start":
-                    start.update(message)
-                elif message["type"] == "http.response.body":
-                    chunks.append(message.get("body", b""))
-                await send(message)
-
-            await app(scope, receive, capture)
-            body = b"".join(chunks)
-            # A response that sets a cookie (Datasette's CSRF token) belongs to one visitor.
-            personal = any(k.lower() == b"set-cookie" for k, _ in start.get("headers", []))
-            if start.get("status") == 200 and not personal and len(body) <= self.max_bytes // 8:
-                self._put(key, start, body)
+            done = self.rendering.setdefault(key, asyncio.Event())
+            try:
+                await self._render(app, key, scope, receive, send)
+            finally:
+                if self.rendering.get(key) is done:
+                    del self.rendering[key]
+                done.set()
 
         return cached
+
+    async def _replay(self, key: bytes, send: Any) -> bool:
+        hit = self.store.get(key)
+        if hit is None:
+            return False
+        self.store.move_to_end(key)
+        self.hits += 1
+        await send(hit[0])
+        await send({"type": "http.response.body", "body": hit[1]})
+        return True
+
+    async def _render(self, app: Any, key: bytes, scope: dict[str, Any], receive: Any,
+                      send: Any) -> None:
+        start: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def capture(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+            await send(message)
+
+        await app(scope, receive, capture)
+        body = b"".join(chunks)
+        # A response that sets a cookie (Datasette's CSRF token) belongs to one visitor.
+        personal = any(k.lower() == b"set-cookie" for k, _ in start.get("headers", []))
+        if start.get("status") == 200 and not personal and len(body) <= self.max_bytes // 8:
+            self._put(key, start, body)
 
     @staticmethod
     def _cacheable(scope: dict[str, Any]) -> bool:

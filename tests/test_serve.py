@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 import yaml
@@ -402,6 +404,45 @@ def test_response_cache_serves_repeat_gets_only() -> None:
     assert calls[-1] == "/a" and len(cache.store) == 2
 
 
+def test_response_cache_renders_a_page_once_for_concurrent_visitors() -> None:
+    calls: list[str] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        calls.append(scope["path"])
+        await asyncio.sleep(0.05)  # a render in progress while the others arrive
+        headers = [(b"set-cookie", b"x=1")] if scope["path"] == "/cookie" else []
+        status = 500 if scope["path"] == "/error" else 200
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": scope["path"].encode()})
+
+    cache = serve.ResponseCache(entries=8, max_bytes=1 << 20)
+    wrapped = cache.wrap(app)
+
+    async def visit(path: str) -> bytes:
+        got: list[bytes] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body":
+                got.append(message["body"])
+
+        scope = {"type": "http", "method": "GET", "path": path, "query_string": b"",
+                 "headers": []}
+        await wrapped(scope, None, send)
+        return b"".join(got)
+
+    async def crowd(path: str, n: int) -> list[bytes]:
+        return list(await asyncio.gather(*(visit(path) for _ in range(n))))
+
+    assert asyncio.run(crowd("/op", 10)) == [b"/op"] * 10
+    assert calls == ["/op"] and cache.hits == 9
+    # Responses that cannot be shared are rendered for every visitor, as before.
+    for path in ("/cookie", "/error"):
+        calls.clear()
+        assert asyncio.run(crowd(path, 4)) == [path.encode()] * 4
+        assert calls == [path] * 4
+    assert not cache.rendering  # nothing left waiting
+
+
 # --- the command ------------------------------------------------------------------------------
 
 
@@ -468,3 +509,134 @@ def test_check_with_hardware(client: Client) -> None:
     r = client.post("/-/check", data={"oplist": json.dumps(oplist_doc()), "release": TARGET,
                                       "hardware": "no such product"})
     assert r.status_code == 400 and "no hardware product matches" in r.text
+
+
+# --- several worker processes -----------------------------------------------------------------
+
+
+def _server_processes(catalog: Path) -> set[int]:
+    """PIDs of live processes whose command line names ``catalog`` (the server and its
+    workers; workers are spawned and carry it as an argument of the parent only, so their
+    parent link is followed too)."""
+    pids: set[int] = set()
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes()
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        if str(catalog).encode() in cmd:
+            pids.add(int(entry.name))
+    grew = True
+    while grew:
+        kids = {pid for pid, ppid in parents.items() if ppid in pids} - pids
+        pids |= kids
+        grew = bool(kids)
+    return pids
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_workers_share_the_port_and_stop_together(served: Path, cat: Catalog) -> None:
+    import urllib.request
+
+    from opcheck.errors import UsageError
+
+    with serve.running_server(served, workers=2) as base:
+        pids = _server_processes(served)
+        assert len(pids) >= 3  # the supervisor and two workers
+        port = int(base.rsplit(":", 1)[1])
+        # Every connection is answered, whichever worker's socket the kernel picks.
+        for i in range(12):
+            with urllib.request.urlopen(f"{base}/-/op/aten::add.Tensor?_format=json&n={i}") as r:
+                assert json.load(r)["op"] == "aten::add.Tensor"
+        body = json.dumps(oplist_doc()).encode()
+        req = urllib.request.Request(f"{base}/-/check?release={TARGET}", data=body,
+                                     headers={"content-type": "application/json"})
+        with urllib.request.urlopen(req) as r:
+            assert json.load(r) == _expected(cat, TARGET)
+        # SO_REUSEPORT would let a second server of this user join the port: it is refused.
+        with pytest.raises(UsageError, match="already serves"):
+            serve.serve(served, host="127.0.0.1", port=port, workers=2)
+        with pytest.raises(UsageError, match="cannot listen"):
+            serve.serve(served, host="127.0.0.1", port=port, workers=1)
+    import time
+
+    deadline = time.monotonic() + 10
+    while _server_processes(served) & pids and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _server_processes(served) & pids  # no worker outlives the server
+
+
+def test_serve_command_rejects_bad_worker_counts(served: Path) -> None:
+    from typer.testing import CliRunner
+
+    from opcheck.cli.app import app
+
+    for bad in ("0", "-1", "65"):
+        r = CliRunner().invoke(app, ["serve", "--catalog", str(served), "--workers", bad])
+        assert r.exit_code == 2 and "--workers must be 1-64" in r.output, r.output
+    assert 1 <= serve.default_workers() <= 4
+
+
+# --- the op page's timeline -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["aten::repeat_interleave.self_Tensor", "aten::isin.Tensor_Tensor",
+                                "aten::_thnn_fused_lstm_cell", "aten::add.Tensor"])
+def test_timeline_runs_cover_every_release_once(client: Client, served: Path, op: str) -> None:
+    page = serve.op_page(serve.state_for(str(served)), op)
+    runs = page.runs
+    assert [t for run in runs for t in run.rows] == page.timeline  # in order, none lost
+    for a, b in itertools.pairwise(runs):
+        assert serve._run_key(a.rows[-1]) != serve._run_key(b.head)  # runs are maximal
+    for run in runs:
+        assert len({serve._run_key(t) for t in run.rows}) == 1
+        assert len({t.release.torch_minor for t in run.rows}) == 1
+    html = client.get(f"/-/op/{op}").text
+    body = html.split('id="timeline"', 1)[1].split("</table>", 1)[0]
+    assert body.count("<tr>") == len(runs) + 1  # one row per run, plus the header
+    # The newest run starts at the newest release with a kernel list.
+    assert runs[0].head.release.torch_npu == page.timeline[0].release.torch_npu
+    assert f"<td>{runs[-1].releases}</td>" in body
+
+
+def test_served_connections_turn_nagle_off() -> None:
+    """Keep-alive responses are written in pieces: with Nagle's algorithm on, each one waits
+    for the client's delayed ACK (~40 ms). asyncio turns it off only on sockets that say
+    they are TCP, so the listening socket must."""
+    import socket
+
+    async def main() -> int:
+        sock = serve._listening_socket("127.0.0.1", 0, reuse_port=False)
+        seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            peer = writer.get_extra_info("socket")
+            seen.set_result(peer.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(on_connect, sock=sock)
+        port = sock.getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            return await asyncio.wait_for(seen, 5)
+        finally:
+            writer.close()
+            server.close()
+
+    assert asyncio.run(main()) != 0
+
+
+def test_runaway_sql_is_stopped_by_the_time_limit(client: Client) -> None:
+    """SQL runs on the worker's event loop (no thread pool), so a runaway query must be cut
+    off by the configured limit, and the worker must serve the next request normally."""
+    sql = "with recursive r(i) as (select 1 union all select i + 1 from r) select count(*) from r"
+    r = client.get("/catalog.json?" + urlencode({"sql": sql}))
+    assert r.status_code == 400
+    assert "interrupted" in r.text.lower() or "time limit" in r.text.lower(), r.text[:300]
+    assert client.get("/catalog/release.json?_size=1").status_code == 200
