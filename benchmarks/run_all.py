@@ -45,7 +45,15 @@ def main() -> int:
         print(f"{script.name}: done in {took:.0f} s", file=sys.stderr)
     machine = (f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
                f"{platform.python_version()}, {time.strftime('%Y-%m-%d')}.\n\n")
-    (HERE / "RESULTS.md").write_text(HEADER + machine + "\n".join(sections), encoding="utf-8")
+    results = HERE / "RESULTS.md"
+    if only and results.is_file():  # a partial run keeps the other scripts' figures
+        kept = {s.split("\n", 1)[0]: s for s in
+                ("## " + part for part in results.read_text(encoding="utf-8").split("\n## ")[1:])}
+        for section in sections:
+            kept[section.split("\n", 1)[0]] = section
+        sections = [kept[k] for k in sorted(kept)]
+    results.write_text(HEADER + machine + "\n".join(s.rstrip("\n") + "\n" for s in sections),
+                       encoding="utf-8")
     return 1 if failed else 0
 
 
