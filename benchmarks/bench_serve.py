@@ -4,15 +4,18 @@ concurrent clients, on loopback only (127.0.0.1), with a bounded number of reque
 The server runs as ``opcheck serve`` does by default: one worker process per core. Runs per
 page kind: "cold" requests distinct URLs, each once (every request renders: the response cache
 misses), "warm" repeats a few popular URLs (served from the response cache), and cold again
-with one worker (what the extra processes buy). Then a browsing mix on a freshly started
-server: op pages and faceted views drawn with Zipf popularity (a few pages are visited often,
-most rarely), so the cache starts empty and fills as a team would fill it.
+with one worker (what the extra processes buy). Those clients send their next request the
+moment a response arrives: a saturation test. Then 20 visitors who read each page for about a
+second (an open load) on cold pages and on a browsing mix, and the browsing mix at
+saturation in three consecutive windows on one server: op pages and faceted views drawn with
+Zipf popularity (a few pages are visited often, most rarely), so the cache starts empty and
+fills as a team would fill it.
 
 Load comes from wrk (C) when installed; otherwise from a Python client, which on a 2-core
 machine spends as much CPU as the server and so inflates its own latencies.
 
 Prints one line per figure as ``name: value unit (target ...)``; run from the repo root:
-``.venv/bin/python benchmarks/bench_serve.py [--requests 400] [--clients 20] [--workers N]``.
+``.venv/bin/python benchmarks/bench_serve.py [--clients 20] [--workers N] [--seconds 4]``.
 """
 
 from __future__ import annotations
@@ -140,7 +143,9 @@ async def paced_users(base: str, paths: list[str], users: int, seconds: float, t
                 await asyncio.sleep(rng.expovariate(1 / think))
                 if time.perf_counter() > end:
                     return
-                url = next(stream)
+                url = next(stream, None)
+                if url is None:  # every URL visited once: a cold run never repeats one
+                    return
                 t = time.perf_counter()
                 r = await client.get(url)
                 latencies.append(time.perf_counter() - t)
