@@ -191,26 +191,26 @@ def _listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socke
     return sock
 
 
-def _worker(catalog: str, host: str, port: int, ready: Any) -> None:
+def _run(catalog: Path, sock: socket.socket, ready: Any = None) -> None:
     import uvicorn
 
-    sock = _listening_socket(host, port, reuse_port=True)
-    config = uvicorn.Config(asgi_app(Path(catalog), ready), log_level="warning", lifespan="on")
+    config = uvicorn.Config(asgi_app(catalog, ready), log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def _worker(catalog: str, host: str, port: int, ready: Any) -> None:
+    _run(Path(catalog), _listening_socket(host, port, reuse_port=True), ready)
 
 
 def serve(catalog: Path, *, host: str = "127.0.0.1", port: int = 8001,
           workers: int = 1) -> None:
-    import uvicorn
-
     if not search_tables(catalog):
         print("opcheck serve: this catalog has no search index (rebuild it with a newer "
               "opcheck to search op names and workarounds)", file=sys.stderr)
     if workers <= 1 or not hasattr(socket, "SO_REUSEPORT") or not sys.platform.startswith("linux"):
         sock = _listening_socket(host, port, reuse_port=False)
         _announce(catalog, host, port, 1)
-        config = uvicorn.Config(asgi_app(catalog), log_level="warning", lifespan="on")
-        uvicorn.Server(config).run(sockets=[sock])
+        _run(catalog, sock)
         return
     _serve_workers(catalog, host, port, workers)
 
@@ -327,10 +327,19 @@ class ServeState:
     products: list[str] = field(default_factory=list)  # hardware named by the API docs
     has_api_docs: bool = False  # catalogs written before the api_support table lack it
 
+    def connect(self) -> sqlite3.Connection:
+        return _read_only(self.path)
+
     @property
     def usable_releases(self) -> list[ReleaseInfo]:
         """Releases with a kernel list, newest first (what the op-list page offers)."""
         return [r for r in reversed(self.catalog.releases) if r.has_kernels]
+
+
+def _read_only(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    conn.row_factory = sqlite3.Row
+    return conn
 
 
 @lru_cache(maxsize=4)
@@ -338,8 +347,7 @@ def state_for(path: str) -> ServeState:
     from .engine import make_engine
 
     cat = Catalog.load(make_engine(Path(path)))
-    conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    conn.row_factory = sqlite3.Row
+    conn = _read_only(path)
     try:
         sources = {r["id"]: {k: str(v or "") for k, v in dict(r).items()}
                    for r in conn.execute("SELECT * FROM source")}
@@ -349,8 +357,9 @@ def state_for(path: str) -> ServeState:
         for op, wid in conn.execute("SELECT op, workaround_id FROM workaround_op ORDER BY op"):
             wops.setdefault(op, []).append(wid)
         products: list[str] = []
-        has_api = bool(conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE name = 'api_support'").fetchone())
+        has_api = conn.execute(  # the two per-API tables were added together
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+            "AND name IN ('api_support', 'api_op')").fetchone()[0] == 2
         if has_api:
             products = [r[0] for r in conn.execute(
                 "SELECT DISTINCT hardware FROM api_support WHERE hardware != '' ORDER BY 1")]
@@ -482,12 +491,10 @@ class ApiMatrix:
 def api_matrix(state: ServeState, op: str) -> ApiMatrix | None:
     from opcheck.versions import release_key
 
-    conn = sqlite3.connect(f"file:{state.path}?mode=ro&immutable=1", uri=True)
-    conn.row_factory = sqlite3.Row
+    if not state.has_api_docs:
+        return None
+    conn = state.connect()
     try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if not {"api_support", "api_op"} <= tables:
-            return None
         rows = conn.execute(
             "SELECT a.api, a.doc_version, a.hardware, a.supported, a.only_dtypes, "
             "a.unsupported_dtypes, a.arg_limits, a.restriction, s.url "
@@ -545,7 +552,7 @@ def op_page(state: ServeState, op: str) -> OpPage:
         page.namespace, page.kernel_kind = info.namespace, info.kernel_kind
         page.structured_delegate, page.schema = info.structured_delegate, info.schema
         page.dispatch = info.dispatch
-    conn = sqlite3.connect(f"file:{state.path}?mode=ro&immutable=1", uri=True)
+    conn = state.connect()
     try:
         row = conn.execute("SELECT source_id FROM operator WHERE op = ?", (name,)).fetchone()
         ksrc = {rel: sid for rel, sid in conn.execute(
