@@ -215,12 +215,7 @@ def main() -> None:
         return report("Python client", [x * 1000 for x in lat], wall, args.clients), n
 
     try:
-        path = tmp / "catalog.sqlite"
-        shutil.copyfile(resolve_catalog_path(args.catalog), path)
-        conn = sqlite3.connect(path)
-        serve.create_search_index(conn)
-        conn.commit()
-        conn.close()
+        path = resolve_catalog_path(args.catalog)  # served read-only, search indexes built in
         if not has_wrk:
             print("wrk load generator: not installed (apt-get install wrk); Python client used")
         kinds = pages(path, diverse=has_wrk)

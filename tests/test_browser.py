@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,16 +37,10 @@ def _need_browser() -> Any:
 
 
 @pytest.fixture(scope="module")
-def site(bundled_catalog: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def site(bundled_catalog: Path) -> Iterator[str]:
     from opcheck.db import serve
 
-    path = tmp_path_factory.mktemp("browser") / "catalog.sqlite"
-    shutil.copyfile(bundled_catalog, path)
-    conn = sqlite3.connect(path)
-    serve.create_search_index(conn)
-    conn.commit()
-    conn.close()
-    with serve.running_server(path) as url:
+    with serve.running_server(bundled_catalog) as url:
         yield url
 
 

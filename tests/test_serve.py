@@ -36,13 +36,11 @@ TARGET = "2.6.0.post5"
 
 @pytest.fixture(scope="module")
 def served(bundled_catalog: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bundled catalog with its search indexes, as `db/build.py` writes it."""
+    """The bundled catalog (search indexes included, as `db/build.py` writes them) under a
+    cache-style file name, which the site must serve as ``catalog``."""
     path = tmp_path_factory.mktemp("serve") / "catalog-0123abcd.sqlite"
     shutil.copyfile(bundled_catalog, path)
-    conn = sqlite3.connect(path)
-    serve.create_search_index(conn)
-    conn.commit()
-    conn.close()
+    assert serve.search_tables(path) == set(serve.SEARCH_INDEXES)
     return path
 
 
