@@ -23,6 +23,7 @@ import os
 import shutil
 import tempfile
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,12 @@ def _field_names(cls: type) -> list[str]:
     return [f.name for f in fields(cls)]
 
 
+def _write_records(folder: Path, name: str, cls: type, records: Sequence[Any]) -> None:
+    """A file with one column per field of the record class, in field order."""
+    cols = _field_names(cls)
+    _write(folder, name, cols, [[getattr(r, c) for c in cols] for r in records])
+
+
 def write_snapshot(data: CatalogData, folder: Path) -> None:
     """Write all snapshot files into ``folder`` (replacing the folder's TSV files at once)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -84,12 +91,8 @@ def write_snapshot(data: CatalogData, folder: Path) -> None:
     try:
         _write(staging, "sources.tsv", _SOURCE_COLS,
                [[getattr(s, c) for c in _SOURCE_COLS] for s in data.sources])
-        rel_cols = _field_names(ReleaseRec)
-        _write(staging, "releases.tsv", rel_cols,
-               [[getattr(r, c) for c in rel_cols] for r in data.releases])
-        op_cols = _field_names(OperatorRec)
-        _write(staging, "operators.tsv", op_cols,
-               [[getattr(o, c) for c in op_cols] for o in data.operators])
+        _write_records(staging, "releases.tsv", ReleaseRec, data.releases)
+        _write_records(staging, "operators.tsv", OperatorRec, data.operators)
         grouped: dict[tuple[str, KernelFacts], list[str]] = defaultdict(list)
         for k in data.kernels:
             grouped[(k.op, k.facts)].append(k.release)
@@ -111,12 +114,8 @@ def write_snapshot(data: CatalogData, folder: Path) -> None:
         ])
         _write(staging, "api_ops.tsv", _API_OP_COLS,
                [[x.api, x.op, x.via] for x in data.api_ops])
-        dep_cols = _field_names(DeprecationRec)
-        _write(staging, "deprecations.tsv", dep_cols,
-               [[getattr(d, c) for c in dep_cols] for d in data.deprecations])
-        py_cols = _field_names(PythonRec)
-        _write(staging, "pythons.tsv", py_cols,
-               [[getattr(p, c) for c in py_cols] for p in data.pythons])
+        _write_records(staging, "deprecations.tsv", DeprecationRec, data.deprecations)
+        _write_records(staging, "pythons.tsv", PythonRec, data.pythons)
         meta = {**data.meta, "snapshot_format": SNAPSHOT_FORMAT}
         _write(staging, "meta.tsv", ["key", "value"], [[k, v] for k, v in meta.items()])
         if data.zoo:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -698,13 +698,18 @@ def _pipe_support(ctx: _Ctx, cell: str, line: int) -> list[tuple[str, bool | Non
     return out
 
 
-def _interpret_pipe(ctx: _Ctx, blocks: Sequence[Block]) -> None:
+def _section_tables(blocks: Sequence[Block]) -> Iterator[tuple[str, Table]]:
+    """Each table with the title of the level-1/2 heading above it ("" before any)."""
     section = ""
     for b in blocks:
         if isinstance(b, Heading) and b.level <= 2:
             section = b.text
-        if not isinstance(b, Table):
-            continue
+        elif isinstance(b, Table):
+            yield section, b
+
+
+def _interpret_pipe(ctx: _Ctx, blocks: Sequence[Block]) -> None:
+    for section, b in _section_tables(blocks):
         h = b.header
         if h == ("API名称", "是否支持", "限制与说明"):
             idx_npu = None
@@ -729,12 +734,7 @@ def _interpret_pipe(ctx: _Ctx, blocks: Sequence[Block]) -> None:
 
 
 def _interpret_html_table(ctx: _Ctx, blocks: Sequence[Block]) -> None:
-    section = ""
-    for b in blocks:
-        if isinstance(b, Heading) and b.level <= 2:
-            section = b.text
-        if not isinstance(b, Table):
-            continue
+    for section, b in _section_tables(blocks):
         h = b.header
         if h == ("PyTorch API", "Compatibility", "Limitations"):
             idx_npu = None
@@ -763,12 +763,7 @@ def _interpret_html_table(ctx: _Ctx, blocks: Sequence[Block]) -> None:
 
 
 def _interpret_list(ctx: _Ctx, blocks: Sequence[Block]) -> None:
-    section = ""
-    for b in blocks:
-        if isinstance(b, Heading) and b.level <= 2:
-            section = b.text
-        if not isinstance(b, Table):
-            continue
+    for section, b in _section_tables(blocks):
         if not _is_list_header(b.header):
             raise ctx.fail(f"unexpected table header {list(b.header)} (expected API名称)", b.line)
         for row in b.rows:
