@@ -30,16 +30,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mirror", type=Path, default=ROOT.parent / "shared" / "upstream")
     args = ap.parse_args()
+    from opcheck.checker.resolve import Catalog, Resolver
+    from opcheck.core.paths import snapshot_dir
     from opcheck.db.build import write_catalog
     from opcheck.db.engine import open_catalog
-    from opcheck.db.resolve import Catalog, Resolver
     from opcheck.db.snapshot import read_snapshot
-    from opcheck.paths import snapshot_dir
 
     tmp = Path(tempfile.mkdtemp(prefix="opcheck-bench-"))
     if (args.mirror / "releases.tsv").is_file():
-        from opcheck.db.sync import collect, installed_universe
-        from opcheck.scrapers.sources import MirrorSource
+        from opcheck.sync.pipeline import collect, installed_universe
+        from opcheck.sync.sources import MirrorSource
 
         t = time.perf_counter()
         res = collect(MirrorSource(args.mirror), universe=installed_universe())

@@ -192,8 +192,8 @@ def report(label: str, lat_ms: list[float], wall: float, clients: int) -> str:
 
 
 def main() -> None:
-    from opcheck.db import serve
     from opcheck.db.engine import resolve_catalog_path
+    from opcheck.web import serve
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=600, help="per run without wrk (bounded)")

@@ -14,10 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from opcheck.db import zoo
+from opcheck.checker import zoo
+from opcheck.checker.resolve import Catalog
+from opcheck.core.paths import snapshot_dir
 from opcheck.db.engine import make_engine
-from opcheck.db.resolve import Catalog
-from opcheck.paths import snapshot_dir
 
 
 def main() -> None:

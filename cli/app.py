@@ -24,7 +24,7 @@ app = typer.Typer(
 def _register() -> None:
     # Command modules import their heavy dependencies lazily, so registering them is cheap
     # and `opcheck --help` never imports torch or the database layer.
-    from . import (
+    from opcheck.cli import (
         commands_catalog,
         commands_check,
         commands_data,

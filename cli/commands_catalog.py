@@ -8,18 +8,18 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import CatalogOpt, FormatOpt, handle_errors
+from opcheck.cli.common import CatalogOpt, FormatOpt, handle_errors
 
 
 def _catalog(path: Path | None) -> Any:
+    from opcheck.checker.resolve import Catalog
     from opcheck.db.engine import open_catalog
-    from opcheck.db.resolve import Catalog
 
     return Catalog.load(open_catalog(path))
 
 
 def _check_format(fmt: str, allowed: tuple[str, ...] = ("table", "json")) -> None:
-    from opcheck.errors import UsageError
+    from opcheck.core.errors import UsageError
 
     if fmt not in allowed:
         raise UsageError(f"unknown format {fmt!r} (choose from {', '.join(allowed)})")
@@ -33,8 +33,8 @@ def op(
     """An op's history across releases: status and kernel family per release."""
     with handle_errors():
         _check_format(fmt)
-        from opcheck.db.queries import op_history
-        from opcheck.opname import canonical
+        from opcheck.checker.queries import op_history
+        from opcheck.core.opname import canonical
 
         cat = _catalog(catalog)
         opname = canonical(name)
@@ -66,7 +66,7 @@ def op(
             return
         from rich.table import Table
 
-        from .render import status_text, wide_console
+        from opcheck.cli.render import status_text, wide_console
 
         console = wide_console()
         kind = ""
@@ -129,7 +129,7 @@ def diff(
     """Kernels added, removed, or whose family changed between two releases."""
     with handle_errors():
         _check_format(fmt)
-        from opcheck.db.queries import release_diff
+        from opcheck.checker.queries import release_diff
 
         cat = _catalog(catalog)
         d = release_diff(cat, cat.release(old).torch_npu, cat.release(new).torch_npu)
@@ -166,13 +166,13 @@ def sync(
     catalog stays in place.
     """
     with handle_errors():
+        from opcheck.core.errors import UsageError
+        from opcheck.core.paths import cache_dir
         from opcheck.db.build import write_catalog
         from opcheck.db.engine import synced_catalog_path
         from opcheck.db.snapshot import write_snapshot
-        from opcheck.db.sync import collect, installed_universe
-        from opcheck.errors import UsageError
-        from opcheck.paths import cache_dir
-        from opcheck.scrapers.sources import HttpSource, MirrorSource, PipWheelSource, SavingSource
+        from opcheck.sync.pipeline import collect, installed_universe
+        from opcheck.sync.sources import HttpSource, MirrorSource, PipWheelSource, SavingSource
 
         if (mirror is None) == (not live):
             raise UsageError("give exactly one of --mirror DIR or --live")
@@ -207,7 +207,7 @@ def sync(
                 err.print(f"[red]failed:[/red] {escape(f)}")
             err.print(f"{len(result.failures)} source(s) failed; the catalog was not replaced")
             raise typer.Exit(1)
-        from opcheck.db.workarounds import attach
+        from opcheck.contrib.workarounds import attach
 
         target = catalog or synced_catalog_path()
         attach(result.data)
@@ -226,8 +226,8 @@ def _live_wheels(source: Any, wanted: list[str] | None) -> list[str] | None:
     """Live mode cannot list a package index: ask for every release from the matrix."""
     if wanted is not None:
         return wanted
+    from opcheck.core.versions import release_key
     from opcheck.scrapers.releases import load_matrix
-    from opcheck.versions import release_key
 
     matrix, _tags, _tables = load_matrix(source)
     # torch-npu wheels are published from 2.1.0.post8 on (DOMAIN.md).

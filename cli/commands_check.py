@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import CatalogOpt, handle_errors
+from opcheck.cli.common import CatalogOpt, handle_errors
 
 ModelArg = Annotated[
     str | None,
@@ -56,8 +56,8 @@ def _oplist(
     input_spec: str | None, log: Path | None, trust: bool, train: bool, static: bool,
     timeout: float, memory_mb: int,
 ) -> Any:
-    from opcheck.errors import UsageError
-    from opcheck.tracers.oplist import OpList
+    from opcheck.core.errors import UsageError
+    from opcheck.core.oplist import OpList
 
     if log is not None:
         from opcheck.tracers.api import trace_log
@@ -103,19 +103,19 @@ def check(
 
     Exit codes: 0 clean under --fail-on, 1 findings, 2 bad input or usage.
     """
-    from opcheck.db.report import FORMATS
+    from opcheck.checker.report import FORMATS
 
     code = 0
     with handle_errors():
-        from opcheck.errors import UsageError
+        from opcheck.core.errors import UsageError
 
         if fmt not in FORMATS:
             raise UsageError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
-        from opcheck.db.check import FAIL_ON, all_releases_matrix, baseline_filter
-        from opcheck.db.check import check as run_check
+        from opcheck.checker.check import FAIL_ON, all_releases_matrix, baseline_filter
+        from opcheck.checker.check import check as run_check
+        from opcheck.checker.queries import select_target
+        from opcheck.checker.resolve import Catalog
         from opcheck.db.engine import open_catalog
-        from opcheck.db.queries import select_target
-        from opcheck.db.resolve import Catalog
 
         if fail_on not in FAIL_ON:
             raise UsageError(f"--fail-on must be one of {', '.join(FAIL_ON)}")
@@ -124,8 +124,8 @@ def check(
                                installed_torch=_installed_torch())
         oplist = _oplist(model, model_spec, input_shape, input_spec, log, trust, train, static,
                          timeout, memory_mb)
-        from opcheck.db.restrictions import restriction_lookup
-        from opcheck.db.workarounds import workaround_lookup
+        from opcheck.checker.restrictions import restriction_lookup
+        from opcheck.contrib.workarounds import workaround_lookup
 
         report = run_check(cat, oplist, target, cpu_fallback=not no_cpu_fallback,
                            workarounds=workaround_lookup(cat),
@@ -138,7 +138,7 @@ def check(
             except (OSError, json.JSONDecodeError) as exc:
                 raise UsageError(f"cannot read baseline {baseline}: {exc}") from None
             report = baseline_filter(report, doc)
-        from opcheck.db.check import exit_code
+        from opcheck.checker.check import exit_code
 
         code = exit_code(report, fail_on)
         _emit(report, fmt, output)
@@ -146,10 +146,10 @@ def check(
 
 
 def _emit(report: Any, fmt: str, output: Path | None) -> None:
-    from opcheck.db import report as rep
+    from opcheck.checker import report as rep
 
     if fmt == "table":
-        from .render import render_report
+        from opcheck.cli.render import render_report
 
         if output is not None:
             from rich.console import Console
@@ -161,7 +161,7 @@ def _emit(report: Any, fmt: str, output: Path | None) -> None:
         return
     if fmt == "markdown":
         # A migration report records where it was made: the environment inventory.
-        from opcheck.db.environment import collect, summary
+        from opcheck.env.environment import collect, summary
 
         text = rep.to_markdown(report, environment=summary(collect()))
     else:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import CatalogOpt, FormatOpt, handle_errors
+from opcheck.cli.common import CatalogOpt, FormatOpt, handle_errors
 
 workaround_app = typer.Typer(help="Contributed workaround entries (data/workarounds/).",
                              no_args_is_help=True)
@@ -18,8 +18,8 @@ DirOpt = Annotated[Path | None, typer.Option("--dir", help="Entries folder (defa
 
 
 def _known(catalog: Path | None) -> tuple[Any, set[str], list[str]]:
+    from opcheck.checker.resolve import Catalog
     from opcheck.db.engine import open_catalog
-    from opcheck.db.resolve import Catalog
 
     cat = Catalog.load(open_catalog(catalog))
     return cat, set(cat.operators), [r.torch_npu for r in cat.releases]
@@ -33,14 +33,14 @@ def new(
 ) -> None:
     """Scaffold a valid entry for OP to fill in."""
     with handle_errors():
-        from opcheck.db.workarounds import scaffold
+        from opcheck.contrib.workarounds import scaffold
 
         text = scaffold(op, author=author)
         if output is None:
             typer.echo(text, nl=False)
         else:
             if output.exists():
-                from opcheck.errors import UsageError
+                from opcheck.core.errors import UsageError
 
                 raise UsageError(f"{output} exists; not overwriting it")
             output.write_text(text, encoding="utf-8")
@@ -51,7 +51,7 @@ def new(
 def lint_cmd(folder: DirOpt = None, catalog: CatalogOpt = None) -> None:
     """Check every entry: schema, duplicate ids, op names and release ranges against the catalog."""
     with handle_errors():
-        from opcheck.db.workarounds import default_workarounds_dir, lint
+        from opcheck.contrib.workarounds import default_workarounds_dir, lint
 
         _cat, ops, releases = _known(catalog)
         problems = lint(folder or default_workarounds_dir(), known_ops=ops, known_releases=releases)
@@ -73,10 +73,10 @@ def verify_cmd(
     """Run each rewrite against the original on the CPU, then check the ops it uses run on the
     NPU on every release the entry applies to."""
     with handle_errors():
-        from opcheck.db.resolve import Resolver
-        from opcheck.db.verify import fake_npu_trace_ops, verify_all
-        from opcheck.db.workarounds import default_workarounds_dir, load_dir
-        from opcheck.errors import UsageError
+        from opcheck.checker.resolve import Resolver
+        from opcheck.contrib.verify import fake_npu_trace_ops, verify_all
+        from opcheck.contrib.workarounds import default_workarounds_dir, load_dir
+        from opcheck.core.errors import UsageError
 
         cat, _ops, _rels = _known(catalog)
         entries = load_dir(folder or default_workarounds_dir())
@@ -117,7 +117,7 @@ def schema_cmd(
 ) -> None:
     """The entries' JSON Schema (for editors)."""
     with handle_errors():
-        from opcheck.db.workarounds import json_schema
+        from opcheck.contrib.workarounds import json_schema
 
         text = json.dumps(json_schema(), indent=2) + "\n"
         if output is None:
@@ -135,16 +135,15 @@ def explain(
     """Explain a runtime log: each known problem once with its fix, and for every op named in
     CPU-fallback warnings its catalog status and workarounds."""
     with handle_errors():
-        from opcheck.db.check import check
+        from opcheck.checker.check import check
+        from opcheck.checker.queries import select_target
+        from opcheck.checker.resolve import Catalog
+        from opcheck.cli.commands_check import _installed_torch
+        from opcheck.contrib.troubleshoot import explain as run_explain
+        from opcheck.contrib.troubleshoot import explain_file, iter_lines
+        from opcheck.contrib.workarounds import workaround_lookup
+        from opcheck.core.oplist import OpList, OpUse
         from opcheck.db.engine import open_catalog
-        from opcheck.db.queries import select_target
-        from opcheck.db.resolve import Catalog
-        from opcheck.db.troubleshoot import explain as run_explain
-        from opcheck.db.troubleshoot import explain_file, iter_lines
-        from opcheck.db.workarounds import workaround_lookup
-        from opcheck.tracers.oplist import OpList, OpUse
-
-        from .commands_check import _installed_torch
 
         result = (run_explain(iter_lines(sys.stdin.buffer)) if log == "-"
                   else explain_file(Path(log)))

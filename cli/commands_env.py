@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from .common import CatalogOpt, FormatOpt, handle_errors
+from opcheck.cli.common import CatalogOpt, FormatOpt, handle_errors
 
 EXIT_MISMATCH = 1
 
@@ -17,8 +17,8 @@ _STYLE = {"ok": "green", "mismatch": "bold red", "warning": "yellow", "absent": 
 
 
 def _catalog(path: Path | None) -> Any:
+    from opcheck.checker.resolve import Catalog
     from opcheck.db.engine import open_catalog
-    from opcheck.db.resolve import Catalog
 
     return Catalog.load(open_catalog(path))
 
@@ -32,7 +32,7 @@ def render(assessment: Any, console: Any | None = None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from opcheck.db.environment import Assessment
+    from opcheck.env.environment import Assessment
 
     assert isinstance(assessment, Assessment)
     con = console if isinstance(console, Console) else Console()
@@ -99,11 +99,11 @@ def env(fmt: FormatOpt = "table", catalog: CatalogOpt = None) -> None:
     Exit codes: 0 consistent (absent pieces are not a mismatch), 1 mismatch, 2 bad input.
     """
     with handle_errors():
-        from opcheck.errors import UsageError
+        from opcheck.core.errors import UsageError
 
         if fmt not in ("table", "json"):
             raise UsageError(f"unknown format {fmt!r} (choose from table, json)")
-        from opcheck.db.environment import assess, collect
+        from opcheck.env.environment import assess, collect
 
         cat = _catalog(catalog)
         result = assess(collect(), cat)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from .common import CatalogOpt, handle_errors
+from opcheck.cli.common import CatalogOpt, handle_errors
 
 
 def serve(
@@ -28,13 +28,13 @@ def serve(
     """Serve the catalog read-only with Datasette: tables, canned queries, a page per op
     (/-/op/OP) and an op-list checker (/-/check)."""
     with handle_errors():
+        from opcheck.core.errors import UsageError
         from opcheck.db.engine import open_catalog, resolve_catalog_path
-        from opcheck.errors import UsageError
 
         try:
             import datasette  # noqa: F401
 
-            from opcheck.db import serve as serving
+            from opcheck.web import serve as serving
         except ImportError:
             raise UsageError("Datasette is not installed: pip install 'datasette>=0.65,<1' "
                              "datasette-render-markdown") from None

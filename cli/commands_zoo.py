@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import CatalogOpt, handle_errors
+from opcheck.cli.common import CatalogOpt, handle_errors
 
 FORMATS = ("table", "markdown", "csv", "json")
 VERDICT_STYLE = {"YES": "green", "MAYBE": "yellow", "NO": "bold red", "ERROR": "magenta"}
@@ -31,10 +31,10 @@ def zoo(
     """
     code = 0
     with handle_errors():
-        from opcheck.db import zoo as zoo_mod
+        from opcheck.checker import zoo as zoo_mod
+        from opcheck.checker.resolve import Catalog
+        from opcheck.core.errors import UsageError
         from opcheck.db.engine import open_catalog
-        from opcheck.db.resolve import Catalog
-        from opcheck.errors import UsageError
 
         if fmt not in FORMATS:
             raise UsageError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
@@ -80,12 +80,12 @@ def _run(zoo_mod: Any, cat: Any, models: list[str] | None, timeout: float, memor
 
 
 def _emit(result: Any, fmt: str, output: Path | None) -> None:
-    from opcheck.db import zoo as zoo_mod
+    from opcheck.checker import zoo as zoo_mod
 
     if fmt == "table":
         from rich.console import Console
 
-        from .render import wide_console
+        from opcheck.cli.render import wide_console
 
         if output is not None:
             with output.open("w", encoding="utf-8") as fh:
@@ -106,7 +106,7 @@ def render_table(result: Any, console: Any) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from opcheck.db import zoo as zoo_mod
+    from opcheck.checker import zoo as zoo_mod
 
     table = Table(title=f"opcheck zoo: {len(result.models)} models × "
                         f"{len(result.releases)} releases")

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from opcheck.errors import OpcheckError
+from opcheck.core.errors import OpcheckError
 
 EXIT_ERROR = 2
 

@@ -35,8 +35,8 @@ def render_report(report: object, console: object | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from opcheck.db.check import Report
-    from opcheck.db.report import _target_line, summary_line
+    from opcheck.checker.check import Report
+    from opcheck.checker.report import _target_line, summary_line
 
     assert isinstance(report, Report)
     con: Console = console if isinstance(console, Console) else wide_console()

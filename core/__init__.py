@@ -1,5 +1,3 @@
-"""opcheck: will this PyTorch model run on an Ascend NPU, at full speed, on these versions?"""
+"""The shared vocabulary: errors, op names, versions, paths, the op-list document."""
 
 from __future__ import annotations
-
-__version__ = "0.1.0"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from opcheck.errors import UsageError
+from opcheck.core.errors import UsageError
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _CANONICAL = re.compile(rf"^(?P<ns>{_IDENT})::(?P<name>{_IDENT})(?:\.(?P<overload>{_IDENT}))?$")

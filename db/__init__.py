@@ -1,1 +1,1 @@
-"""The catalog: SQLModel tables, engine factory, build, snapshot, queries and the resolver."""
+"""The catalog's storage: table spec, records, engine, build, snapshot and the read API."""

@@ -16,11 +16,10 @@ from sqlalchemy import Engine
 from sqlalchemy.schema import CreateTable
 from sqlmodel import SQLModel
 
-from opcheck.errors import CatalogError
-
-from .data import CatalogData
-from .engine import make_engine
-from .models import SCHEMA_VERSION
+from opcheck.core.errors import CatalogError
+from opcheck.db.data import CatalogData
+from opcheck.db.engine import make_engine
+from opcheck.db.models import SCHEMA_VERSION
 
 
 def _insert(raw: Any, table: str, cols: list[str], rows: list[tuple[Any, ...]]) -> None:
@@ -86,7 +85,7 @@ def fill(engine: Engine, data: CatalogData) -> None:
         # status index when the op index narrows the rows to a handful.
         raw.execute("PRAGMA analysis_limit = 1000")
         raw.execute("ANALYZE")
-        from .serve import create_search_index
+        from opcheck.web.serve import create_search_index
 
         create_search_index(raw)
         broken = raw.execute("PRAGMA foreign_key_check").fetchmany(3)

@@ -15,10 +15,9 @@ from pathlib import Path
 from sqlalchemy import Engine
 from sqlmodel import create_engine
 
-from opcheck.errors import CatalogError
-from opcheck.paths import cache_dir, snapshot_dir
-
-from .models import LAYOUT_VERSION, SCHEMA_VERSION
+from opcheck.core.errors import CatalogError
+from opcheck.core.paths import cache_dir, snapshot_dir
+from opcheck.db.models import LAYOUT_VERSION, SCHEMA_VERSION
 
 
 def make_engine(path: Path, *, readonly: bool = True) -> Engine:
@@ -69,15 +68,15 @@ def resolve_catalog_path(explicit: Path | None = None) -> Path:
     synced = synced_catalog_path()
     if synced.is_file():
         return synced
-    from .workarounds import attach, folder_digest
+    from opcheck.contrib.workarounds import attach, folder_digest
 
     snap = snapshot_dir()
     key = f"layout {LAYOUT_VERSION}\n{snapshot_digest(snap)}{folder_digest()}"
     digest = hashlib.sha256(key.encode()).hexdigest()
     target = cache_dir() / f"catalog-{digest[:16]}.sqlite"
     if not target.is_file():
-        from .build import write_catalog
-        from .snapshot import read_snapshot
+        from opcheck.db.build import write_catalog
+        from opcheck.db.snapshot import read_snapshot
 
         data = read_snapshot(snap)
         attach(data)

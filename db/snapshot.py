@@ -28,10 +28,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from opcheck.errors import CatalogError
-from opcheck.versions import release_key
-
-from .data import (
+from opcheck.core.errors import CatalogError
+from opcheck.core.versions import release_key
+from opcheck.db.data import (
     ApiFacts,
     ApiOpRec,
     ApiSupportRec,

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from bs4 import BeautifulSoup
 from bs4.element import Comment, NavigableString, PageElement, Tag
 
-from opcheck.errors import ScrapeError
+from opcheck.core.errors import ScrapeError
 from opcheck.scrapers.apidocs import (
     ApiSupportRow,
     Block,

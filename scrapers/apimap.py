@@ -30,8 +30,8 @@ from pathlib import Path
 
 import yaml
 
-from opcheck.errors import ScrapeError
-from opcheck.opname import OpName
+from opcheck.core.errors import ScrapeError
+from opcheck.core.opname import OpName
 
 Overrides = Mapping[str, Sequence[str]]
 

@@ -3,7 +3,7 @@
 
 Pure functions: text in, rows out. Every parser is strict: an unknown section, an unknown
 key in an entry, a value of the wrong shape or a version that the file's ``all_version`` does
-not list raises :class:`~opcheck.errors.ScrapeError` naming ``origin.path`` and the line, so a
+not list raises :class:`~opcheck.core.errors.ScrapeError` naming ``origin.path`` and the line, so a
 format change upstream fails loudly instead of silently dropping ops.
 
 Three formats of ``op_plugin_functions.yaml`` exist (:func:`detect_format`):
@@ -56,8 +56,8 @@ from typing import Any
 
 import yaml
 
-from opcheck.errors import ScrapeError, UsageError
-from opcheck.opname import OpName
+from opcheck.core.errors import ScrapeError, UsageError
+from opcheck.core.opname import OpName
 from opcheck.scrapers.rows import DeprecatedRow, DerivativeRow, KernelRow, Origin
 
 try:  # libyaml's parser is ~15x faster than the pure-Python one; fall back when absent

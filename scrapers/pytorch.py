@@ -1,7 +1,7 @@
 """The PyTorch op universe: ``native_functions.yaml`` (+ ``tags.yaml``) as torchgen reads them.
 
 The installed torch wheel ships both files under ``torchgen/packaged``; other torch versions
-come from PyTorch's repository through a :class:`~opcheck.scrapers.sources.Source`.  Nothing
+come from PyTorch's repository through a :class:`~opcheck.sync.sources.Source`.  Nothing
 here imports torch: :func:`dispatcher_facts` asks a separate interpreter.
 """
 
@@ -19,10 +19,10 @@ from typing import Any
 
 import yaml
 
-from opcheck.errors import ScrapeError, UsageError
-from opcheck.opname import OpName
+from opcheck.core.errors import ScrapeError, UsageError
+from opcheck.core.opname import OpName
 from opcheck.scrapers.rows import OperatorRow, Origin
-from opcheck.scrapers.sources import Fetched, Source
+from opcheck.sync.sources import Fetched, Source
 
 try:
     _Loader: type[Any] = yaml.CSafeLoader

@@ -12,10 +12,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from opcheck.errors import ScrapeError
+from opcheck.core.errors import ScrapeError
+from opcheck.core.versions import clean_release, release_key
 from opcheck.scrapers.rows import CompatRow, Origin, PythonCompatRow, ReleaseTagRow
-from opcheck.scrapers.sources import Source
-from opcheck.versions import clean_release, release_key
+from opcheck.sync.sources import Source
 
 RELEASES_COLUMNS = (
     "tag",

@@ -19,7 +19,7 @@ import ast
 import re
 from collections.abc import Iterable
 
-from opcheck.errors import ScrapeError
+from opcheck.core.errors import ScrapeError
 from opcheck.scrapers.npu_native import parse_registry
 from opcheck.scrapers.rows import KernelRow, Origin, WheelFacts
 

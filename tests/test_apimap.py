@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from opcheck.errors import ScrapeError
+from opcheck.core.errors import ScrapeError
 from opcheck.scrapers.apidocs import api_doc_paths, parse_markdown
 from opcheck.scrapers.apimap import (
     is_op_api,

@@ -38,7 +38,7 @@ def _need_browser() -> Any:
 
 @pytest.fixture(scope="module")
 def site(bundled_catalog: Path) -> Iterator[str]:
-    from opcheck.db import serve
+    from opcheck.web import serve
 
     with serve.running_server(bundled_catalog) as url:
         yield url

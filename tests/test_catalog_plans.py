@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from opcheck.db.resolve import KERNEL_RELEASES_SQL
-from opcheck.db.serve import DATASETTE_DIR
+from opcheck.checker.resolve import KERNEL_RELEASES_SQL
+from opcheck.web.serve import DATASETTE_DIR
 
 
 def plan(conn: sqlite3.Connection, sql: str, params: dict[str, str] | tuple[str, ...]) -> str:

@@ -20,9 +20,9 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from opcheck.cli.app import app
-from opcheck.db.sync import Universe
 from opcheck.scrapers.pytorch import parse_native_functions
 from opcheck.scrapers.rows import Origin
+from opcheck.sync.pipeline import Universe
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 runner = CliRunner()
@@ -178,7 +178,7 @@ def universe() -> Universe:
 @pytest.fixture(scope="module")
 def good_catalog(pristine: Path, universe: Universe,
                  tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import opcheck.db.sync as sync_mod
+    import opcheck.sync.pipeline as sync_mod
 
     mp = pytest.MonkeyPatch()
     mp.setattr(sync_mod, "installed_universe", lambda: universe)
@@ -218,7 +218,7 @@ def test_changed_upstream_format_keeps_the_old_catalog(
     case: str, pristine: Path, good_catalog: Path, universe: Universe, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import opcheck.db.sync as sync_mod
+    import opcheck.sync.pipeline as sync_mod
 
     monkeypatch.setattr(sync_mod, "installed_universe", lambda: universe)
     mirror = tmp_path / "mirror"
@@ -236,8 +236,8 @@ def test_changed_upstream_format_keeps_the_old_catalog(
 
 def test_the_baseline_mirror_syncs(pristine: Path, good_catalog: Path) -> None:
     """The cases above fail because of their one change: the same mirror unchanged is fine."""
+    from opcheck.checker.resolve import Catalog
     from opcheck.db.engine import open_catalog
-    from opcheck.db.resolve import Catalog
 
     cat = Catalog.load(open_catalog(good_catalog))
     assert [r.torch_npu for r in cat.releases] == ["1.11.0.post8", "2.1.0.post17", "2.6.0.post5"]

@@ -8,8 +8,8 @@ from catalog_fixture import small_catalog
 from typer.testing import CliRunner
 
 from opcheck.cli.app import app, route
+from opcheck.core.oplist import OpList, OpUse
 from opcheck.db.build import write_catalog
-from opcheck.tracers.oplist import OpList, OpUse
 
 runner = CliRunner()
 

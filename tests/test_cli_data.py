@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from opcheck.cli.app import app
-from opcheck.db.workarounds import default_workarounds_dir
+from opcheck.contrib.workarounds import default_workarounds_dir
 
 runner = CliRunner()
 
@@ -77,7 +77,7 @@ def test_new_scaffolds_an_entry_that_passes_the_schema(bundled_catalog: Path, tm
     out.parent.mkdir()
     r = run("workaround", "new", "aten::logcumsumexp", "-o", str(out))
     assert r.exit_code == 0, r.output
-    from opcheck.db.workarounds import load_file
+    from opcheck.contrib.workarounds import load_file
 
     entry = load_file(out)
     assert entry.ops == ["aten::logcumsumexp"]

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
+from opcheck.checker.resolve import Catalog, Resolver
+from opcheck.core.paths import snapshot_dir
 from opcheck.db.build import write_catalog
 from opcheck.db.data import CatalogData
 from opcheck.db.engine import open_catalog
-from opcheck.db.resolve import Catalog, Resolver
 from opcheck.db.snapshot import read_snapshot
-from opcheck.paths import snapshot_dir
 
 HERE = Path(__file__).resolve().parent
 MIRROR = HERE / "fixtures" / "mirror"

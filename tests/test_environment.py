@@ -10,12 +10,13 @@ import typer
 from catalog_fixture import small_catalog
 from typer.testing import CliRunner
 
+from opcheck.checker.resolve import Catalog
 from opcheck.cli import commands_env
-from opcheck.db import environment
 from opcheck.db.build import write_catalog
 from opcheck.db.data import CatalogData, ReleaseRec
 from opcheck.db.engine import open_catalog
-from opcheck.db.environment import (
+from opcheck.env import environment
+from opcheck.env.environment import (
     CommandResult,
     EnvRoots,
     Inventory,
@@ -24,7 +25,6 @@ from opcheck.db.environment import (
     parse_npu_smi,
     parse_version_cfg,
 )
-from opcheck.db.resolve import Catalog
 
 NPU_SMI_910B = """\
 +------------------------------------------------------------------------------------------------+

@@ -21,9 +21,10 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from opcheck.db.troubleshoot import Explainer, explain_file, iter_lines, load_dir
-from opcheck.errors import OpcheckError, ScrapeError, TraceError, UsageError
-from opcheck.opname import OpName, canonical
+from opcheck.contrib.troubleshoot import Explainer, explain_file, iter_lines, load_dir
+from opcheck.core.errors import OpcheckError, ScrapeError, TraceError, UsageError
+from opcheck.core.oplist import OpList
+from opcheck.core.opname import OpName, canonical
 from opcheck.scrapers import (
     apidocs,
     apidocs_html,
@@ -37,7 +38,6 @@ from opcheck.scrapers import (
 from opcheck.scrapers.rows import Origin
 from opcheck.tracers.inputs import parse_input_spec
 from opcheck.tracers.logs import parse_log
-from opcheck.tracers.oplist import OpList
 from opcheck.tracers.sniff import Sniffed, sniff
 from opcheck.tracers.static import list_pt2, list_torchscript
 

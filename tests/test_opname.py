@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from opcheck.errors import UsageError
-from opcheck.opname import OpName, canonical
+from opcheck.core.errors import UsageError
+from opcheck.core.opname import OpName, canonical
 
 IDENT = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True)
 

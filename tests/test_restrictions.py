@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from opcheck.db.check import check
+from opcheck.checker.check import check
+from opcheck.checker.resolve import Catalog
+from opcheck.checker.restrictions import restriction_lookup
+from opcheck.core.errors import UsageError
+from opcheck.core.oplist import OpList, OpUse
 from opcheck.db.engine import open_catalog
-from opcheck.db.resolve import Catalog
-from opcheck.db.restrictions import restriction_lookup
-from opcheck.errors import UsageError
-from opcheck.tracers.oplist import OpList, OpUse
 
 
 @pytest.fixture(scope="module")

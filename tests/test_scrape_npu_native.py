@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from opcheck.errors import ScrapeError
+from opcheck.core.errors import ScrapeError
 from opcheck.scrapers.npu_native import parse_native
 from opcheck.scrapers.rows import Origin
 

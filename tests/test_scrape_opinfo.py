@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from opcheck.errors import ScrapeError
+from opcheck.core.errors import ScrapeError
 from opcheck.scrapers.opinfo import (
     api_from_opinfo,
     opinfo_paths,

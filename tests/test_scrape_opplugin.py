@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from opcheck.errors import ScrapeError
+from opcheck.core.errors import ScrapeError
 from opcheck.scrapers.opplugin import (
     derivatives_paths,
     detect_format,

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from opcheck.errors import ScrapeError
+from opcheck.core.errors import ScrapeError
 from opcheck.scrapers import pytorch
 from opcheck.scrapers.pytorch import (
     KNOWN_KEYS,
@@ -24,7 +24,7 @@ from opcheck.scrapers.pytorch import (
     torch_tag,
 )
 from opcheck.scrapers.rows import Origin
-from opcheck.scrapers.sources import HttpSource, MirrorSource
+from opcheck.sync.sources import HttpSource, MirrorSource
 
 ORIGIN = Origin("github/pytorch/pytorch/v2.6.0/aten/src/ATen/native/native_functions.yaml")
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from opcheck.errors import ScrapeError
+from opcheck.core.errors import ScrapeError
 from opcheck.scrapers.releases import (
     CompatTable,
     MatrixResult,
@@ -17,7 +17,7 @@ from opcheck.scrapers.releases import (
     parse_releases_tsv,
 )
 from opcheck.scrapers.rows import CompatRow, Origin, PythonCompatRow
-from opcheck.scrapers.sources import MirrorSource
+from opcheck.sync.sources import MirrorSource
 
 
 def _read(fixtures: Path, name: str) -> str:

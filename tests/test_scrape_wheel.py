@@ -7,7 +7,7 @@ from typing import cast
 
 import pytest
 
-from opcheck.errors import ScrapeError
+from opcheck.core.errors import ScrapeError
 from opcheck.scrapers.npu_native import parse_native
 from opcheck.scrapers.opplugin import functions_paths, parse_functions
 from opcheck.scrapers.rows import KernelRow, Origin

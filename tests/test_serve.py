@@ -21,14 +21,14 @@ import yaml
 if not os.environ.get("CI"):  # CI installs the serve extra: there a missing Datasette fails
     pytest.importorskip("datasette")
 
-from opcheck.db import serve
-from opcheck.db.check import check
+from opcheck.checker.check import check
+from opcheck.checker.queries import op_history, release_diff
+from opcheck.checker.resolve import Catalog, kernel_label
+from opcheck.checker.restrictions import restriction_lookup
+from opcheck.contrib.workarounds import workaround_lookup
+from opcheck.core.oplist import OpList, OpUse
 from opcheck.db.engine import make_engine
-from opcheck.db.queries import op_history, release_diff
-from opcheck.db.resolve import Catalog, kernel_label
-from opcheck.db.restrictions import restriction_lookup
-from opcheck.db.workarounds import workaround_lookup
-from opcheck.tracers.oplist import OpList, OpUse
+from opcheck.web import serve
 
 OLD, NEW = "2.1.0.post10", "2.1.0.post17"
 TARGET = "2.6.0.post5"
@@ -542,7 +542,7 @@ def _server_processes(catalog: Path) -> set[int]:
 def test_workers_share_the_port_and_stop_together(served: Path, cat: Catalog) -> None:
     import urllib.request
 
-    from opcheck.errors import UsageError
+    from opcheck.core.errors import UsageError
 
     with serve.running_server(served, workers=2) as base:
         pids = _server_processes(served)

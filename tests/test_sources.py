@@ -11,10 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from opcheck.errors import ScrapeError
-from opcheck.scrapers import sources
+from opcheck.core.errors import ScrapeError
 from opcheck.scrapers.releases import parse_releases_tsv
-from opcheck.scrapers.sources import (
+from opcheck.sync import sources
+from opcheck.sync.sources import (
     ChainSource,
     HttpSource,
     MirrorSource,

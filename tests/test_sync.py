@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from opcheck.checker.resolve import Catalog, Resolver
 from opcheck.cli.app import app
 from opcheck.db.build import write_catalog
 from opcheck.db.engine import open_catalog
-from opcheck.db.resolve import Catalog, Resolver
 from opcheck.db.snapshot import read_snapshot, snapshot_equal, write_snapshot
-from opcheck.db.sync import Universe, collect
 from opcheck.scrapers.pytorch import parse_native_functions
 from opcheck.scrapers.rows import Origin
-from opcheck.scrapers.sources import MirrorSource
+from opcheck.sync.pipeline import Universe, collect
+from opcheck.sync.sources import MirrorSource
 
 runner = CliRunner()
 
@@ -118,7 +118,7 @@ def _break(mirror: Path, how: str) -> str:
 def test_broken_source_fails_loudly_and_keeps_old_catalog(
     mirror: Path, tmp_path: Path, universe: Universe, how: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import opcheck.db.sync as sync_mod
+    import opcheck.sync.pipeline as sync_mod
 
     monkeypatch.setattr(sync_mod, "installed_universe", lambda: universe)
     cat = tmp_path / "c.sqlite"
@@ -151,7 +151,7 @@ def test_mirror_manifest_catches_a_copy_cut_at_a_line_boundary(
 
 
 def test_save_mirror_round_trips(mirror: Path, tmp_path: Path, universe: Universe) -> None:
-    from opcheck.scrapers.sources import SavingSource
+    from opcheck.sync.sources import SavingSource
 
     saved = tmp_path / "saved"
     first = collect(SavingSource(MirrorSource(mirror), saved), universe=universe)
@@ -171,7 +171,7 @@ def test_sync_usage_errors(tmp_path: Path) -> None:
 
 def test_mirror_without_release_list_is_an_error(tmp_path: Path, universe: Universe,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    import opcheck.db.sync as sync_mod
+    import opcheck.sync.pipeline as sync_mod
 
     monkeypatch.setattr(sync_mod, "installed_universe", lambda: universe)
     (tmp_path / "m").mkdir()

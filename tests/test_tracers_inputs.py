@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from opcheck.errors import UsageError
+from opcheck.core.errors import UsageError
 from opcheck.tracers.inputs import (
     InputSpec,
     TensorSpec,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from opcheck.errors import TraceError
+from opcheck.core.errors import TraceError
+from opcheck.core.oplist import OpList
 from opcheck.tracers import api
 from opcheck.tracers.inputs import InputSpec, TensorSpec, parse_input_spec
-from opcheck.tracers.oplist import OpList
 
 torch = pytest.importorskip("torch")
 

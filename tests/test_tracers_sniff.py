@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from opcheck.errors import TraceError
+from opcheck.core.errors import TraceError
 from opcheck.tracers import api
 from opcheck.tracers.sniff import sniff
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from opcheck.core.oplist import OpList
 from opcheck.tracers import api, static
-from opcheck.tracers.oplist import OpList
 
 FIX = Path(__file__).parent / "fixtures" / "tracers"
 

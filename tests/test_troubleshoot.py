@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from opcheck.db import troubleshoot as ts
-from opcheck.db import workarounds as wa
-from opcheck.errors import CatalogError, UsageError
+from opcheck.contrib import troubleshoot as ts
+from opcheck.contrib import workarounds as wa
+from opcheck.core.errors import CatalogError, UsageError
 
 SIGS = ts.load_dir()
 LOGS = Path(__file__).resolve().parent / "fixtures" / "logs"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from opcheck.db.snapshot import snapshot_equal, write_snapshot
-from opcheck.db.sync import SyncResult, collect, installed_universe
-from opcheck.scrapers.sources import MirrorSource
+from opcheck.sync.pipeline import SyncResult, collect, installed_universe
+from opcheck.sync.sources import MirrorSource
 
 ROOT = Path(__file__).resolve().parent.parent
 

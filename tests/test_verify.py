@@ -5,9 +5,9 @@ from typing import Any
 
 import pytest
 
-from opcheck.db import verify as vf
-from opcheck.db import workarounds as wa
-from opcheck.errors import CatalogError
+from opcheck.contrib import verify as vf
+from opcheck.contrib import workarounds as wa
+from opcheck.core.errors import CatalogError
 
 pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
@@ -203,7 +203,7 @@ def test_inputs_that_raise_are_reported() -> None:
 
 def test_fake_npu_trace_follows_data_dependent_code_on_the_cpu() -> None:
     torch = pytest.importorskip("torch")
-    from opcheck.db.verify import fake_npu_trace_ops
+    from opcheck.contrib.verify import fake_npu_trace_ops
 
     def fn(x: object) -> object:
         if bool(x.sum() > 0):  # type: ignore[attr-defined]

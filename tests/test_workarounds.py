@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from opcheck.db import workarounds as wa
-from opcheck.errors import CatalogError, UsageError
+from opcheck.contrib import workarounds as wa
+from opcheck.core.errors import CatalogError, UsageError
 
 DATA = wa.default_workarounds_dir()
 # A few real releases (from releases.tsv) so the release checks run without the upstream mirror.
@@ -188,6 +188,6 @@ def test_entries_from_real_deprecated_yaml(upstream: Path) -> None:
 
 
 def test_import_does_not_pull_torch() -> None:
-    code = ("import sys, opcheck.db.workarounds, opcheck.db.troubleshoot, opcheck.db.verify; "
+    code = ("import sys, opcheck.contrib.workarounds, opcheck.contrib.troubleshoot, opcheck.contrib.verify; "
             "sys.exit(1 if 'torch' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -13,14 +13,14 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from opcheck.checker import zoo
+from opcheck.checker.resolve import Catalog
 from opcheck.cli import commands_zoo
-from opcheck.db import zoo
+from opcheck.core.errors import UsageError
+from opcheck.core.paths import snapshot_dir
 from opcheck.db.build import write_catalog
 from opcheck.db.engine import make_engine
-from opcheck.db.resolve import Catalog
 from opcheck.db.snapshot import read_snapshot, read_zoo, snapshot_equal, write_snapshot, write_zoo
-from opcheck.errors import UsageError
-from opcheck.paths import snapshot_dir
 
 pytestmark = pytest.mark.torch
 pytest.importorskip("torch")

@@ -25,10 +25,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from opcheck.errors import TraceError
+from opcheck.core.errors import TraceError
+from opcheck.core.oplist import OpList
 from opcheck.tracers import sandbox, static
 from opcheck.tracers.inputs import InputSpec, resolve
-from opcheck.tracers.oplist import OpList
 from opcheck.tracers.sniff import Sniffed, sniff
 
 __all__ = ["InputSpec", "resolve", "trace", "trace_log"]

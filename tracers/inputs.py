@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opcheck.errors import UsageError
+from opcheck.core.errors import UsageError
 
 # Canonical dtype names are torch's attribute names; aliases map onto them.
 DTYPES = frozenset(

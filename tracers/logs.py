@@ -21,8 +21,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from opcheck.errors import TraceError
-from opcheck.tracers.oplist import MAX_SAMPLES, OpList, OpUse
+from opcheck.core.errors import TraceError
+from opcheck.core.oplist import MAX_SAMPLES, OpList, OpUse
 
 MAX_LINE = 64 * 1024
 MAX_CODES = 500  # distinct error codes kept; more would only be noise

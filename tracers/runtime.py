@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from opcheck.errors import TraceError
+from opcheck.core.errors import TraceError
+from opcheck.core.oplist import MAX_SAMPLES, OpList, OpUse
 from opcheck.tracers.inputs import InputSpec, TensorSpec
-from opcheck.tracers.oplist import MAX_SAMPLES, OpList, OpUse
 
 if TYPE_CHECKING:
     pass

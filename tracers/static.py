@@ -19,8 +19,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from opcheck.errors import TraceError
-from opcheck.tracers.oplist import MAX_SAMPLES, OpList, OpUse
+from opcheck.core.errors import TraceError
+from opcheck.core.oplist import MAX_SAMPLES, OpList, OpUse
 from opcheck.tracers.sniff import ZIP_ERRORS
 
 # torch.export schema ScalarType enum -> dtype name

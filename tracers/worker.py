@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from opcheck.errors import OpcheckError
+from opcheck.core.errors import OpcheckError
 from opcheck.tracers.inputs import InputSpec
 
 

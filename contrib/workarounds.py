@@ -5,7 +5,7 @@ how to get around it. Entries of kind ``rewrite`` (and optionally others) carry 
 Python inline in the YAML (``rewrite.code``): a ``replacement`` with the call signature of the
 API it replaces, an ``inputs`` generator, and optionally a ``reference`` implementation used
 when the original API cannot be imported on a CPU box (e.g. ``torchvision.ops.nms``).
-``opcheck.db.verify`` runs that code; this module never imports torch.
+``opcheck.contrib.verify`` runs that code; this module never imports torch.
 
 The code lives inline (not in ``rewrites/*.py``) so one file is one reviewable unit: a pull
 request that adds an entry touches exactly one path, as in MDN's browser-compat-data.
@@ -35,15 +35,14 @@ from pydantic import (
     model_validator,
 )
 
-from opcheck.errors import CatalogError, UsageError
-from opcheck.opname import canonical
-from opcheck.versions import release_key
-
-from .data import CatalogData, WorkaroundRec
+from opcheck.core.errors import CatalogError, UsageError
+from opcheck.core.opname import canonical
+from opcheck.core.versions import release_key
+from opcheck.db.data import CatalogData, WorkaroundRec
 
 if TYPE_CHECKING:
-    from .check import WorkaroundLookup
-    from .resolve import Catalog, ReleaseInfo
+    from opcheck.checker.check import WorkaroundLookup
+    from opcheck.checker.resolve import Catalog, ReleaseInfo
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]*[a-z0-9]$"
 
@@ -515,7 +514,7 @@ def workaround_lookup(cat: Catalog) -> WorkaroundLookup:
 
     from sqlalchemy import text
 
-    from .check import WorkaroundRef
+    from opcheck.checker.check import WorkaroundRef
 
     by_op: dict[str, list[tuple[WorkaroundRef, list[ReleaseRange]]]] = defaultdict(list)
     with cat.engine.connect() as conn:

@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine, text
 
-from opcheck.errors import CatalogError
-from opcheck.versions import torch_minor
-
-from .data import KernelFacts
+from opcheck.core.errors import CatalogError
+from opcheck.core.versions import torch_minor
+from opcheck.db.data import KernelFacts
 
 STATUSES = ("npu", "composite", "cpu_fallback", "unsupported", "unknown")
 # Worst first: the order problems are reported in and how composite chains combine.

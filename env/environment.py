@@ -56,9 +56,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from opcheck.versions import release_key, torch_minor
-
-from .resolve import Catalog, ReleaseInfo
+from opcheck.checker.resolve import Catalog, ReleaseInfo
+from opcheck.core.versions import release_key, torch_minor
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "mismatch", "warning", "absent")
@@ -519,7 +518,7 @@ def same_torch(installed: str, wanted: str) -> bool:
 
 
 def same_cann(a: str, b: str) -> bool:
-    from .queries import normalise_cann
+    from opcheck.checker.queries import normalise_cann
 
     return bool(a and b) and normalise_cann(a).upper() == normalise_cann(b).upper()
 

@@ -10,11 +10,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from opcheck.errors import UsageError
-from opcheck.tracers.oplist import OpList
-from opcheck.versions import torch_minor
-
-from .resolve import SEVERITY, Catalog, ReleaseInfo, Resolver
+from opcheck.checker.resolve import SEVERITY, Catalog, ReleaseInfo, Resolver
+from opcheck.core.errors import UsageError
+from opcheck.core.oplist import OpList
+from opcheck.core.versions import torch_minor
 
 REPORT_SCHEMA_VERSION = 1
 FAIL_ON = ("unsupported", "fallback", "restricted", "never")

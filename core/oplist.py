@@ -31,8 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opcheck.errors import OpcheckError, TraceError
-from opcheck.opname import canonical
+from opcheck.core.errors import OpcheckError, TraceError
+from opcheck.core.opname import canonical
 
 SCHEMA_VERSION = 1
 KIND = "opcheck.oplist"

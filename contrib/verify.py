@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from opcheck.db.workarounds import Rewrite, Workaround
-from opcheck.errors import CatalogError
-from opcheck.opname import canonical
+from opcheck.contrib.workarounds import Rewrite, Workaround
+from opcheck.core.errors import CatalogError
+from opcheck.core.opname import canonical
 
 TraceOps = Callable[[Callable[..., Any], Sequence[tuple[tuple[Any, ...], dict[str, Any]]]], set[str]]
 OpStatus = Callable[[str, str], str]
@@ -212,7 +212,7 @@ def fake_npu_trace_ops(
     """
     import torch
 
-    from opcheck.errors import OpcheckError
+    from opcheck.core.errors import OpcheckError
     from opcheck.tracers import runtime
     from opcheck.tracers.inputs import InputSpec
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from opcheck.errors import CatalogError, UsageError
-from opcheck.versions import clean_release, minor_key, torch_minor
-
-from .resolve import Catalog, ReleaseInfo, Resolution, Resolver
+from opcheck.checker.resolve import Catalog, ReleaseInfo, Resolution, Resolver
+from opcheck.core.errors import CatalogError, UsageError
+from opcheck.core.versions import clean_release, minor_key, torch_minor
 
 
 def normalise_cann(text: str) -> str:
@@ -98,7 +97,7 @@ class ReleaseDiff:
 
 
 def release_diff(cat: Catalog, old: str, new: str) -> ReleaseDiff:
-    from .resolve import kernel_label
+    from opcheck.checker.resolve import kernel_label
 
     a = {op: f for op, f in cat.kernels(old).items() if f.status == "kernel"}
     b = {op: f for op, f in cat.kernels(new).items() if f.status == "kernel"}

@@ -1,6 +1,6 @@
 """Datasette plugin: the op page (/-/op/<op>), the op-list page (/-/check) and op links.
 
-Thin glue: opcheck.db.serve gathers the facts (through the resolver and the checker) and the
+Thin glue: opcheck.web.serve gathers the facts (through the resolver and the checker) and the
 templates lay them out.
 """
 
@@ -15,8 +15,8 @@ from datasette.utils import tilde_encode
 from datasette.utils.asgi import Request, Response
 from markupsafe import Markup, escape
 
-from opcheck.db import serve
-from opcheck.errors import OpcheckError
+from opcheck.core.errors import OpcheckError
+from opcheck.web import serve
 
 DB = serve.DB_NAME
 F = TypeVar("F", bound=Callable[..., Any])
@@ -62,7 +62,7 @@ async def check_view(datasette: Any, request: Request) -> Response:
     error = ""
     fields: dict[str, str] = {"release": releases[0].torch_npu if releases else ""}
     if request.method == "POST":
-        from opcheck.db.report import to_markdown
+        from opcheck.checker.report import to_markdown
 
         ctype = request.headers.get("content-type", "")
         try:

@@ -20,15 +20,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from opcheck.errors import OpcheckError, ScrapeError
-from opcheck.opname import OpName
-from opcheck.scrapers import apidocs, apimap, npu_native, opplugin, releases, wheel
-from opcheck.scrapers.pytorch import parse_native_functions
-from opcheck.scrapers.rows import KernelRow, OperatorRow, Origin
-from opcheck.scrapers.sources import Fetched, Source
-from opcheck.versions import has_cpu_fallback, minor_key, release_key, torch_minor
-
-from .data import (
+from opcheck.core.errors import OpcheckError, ScrapeError
+from opcheck.core.opname import OpName
+from opcheck.core.versions import has_cpu_fallback, minor_key, release_key, torch_minor
+from opcheck.db.data import (
     ApiFacts,
     ApiOpRec,
     ApiSupportRec,
@@ -40,6 +35,10 @@ from .data import (
     PythonRec,
     ReleaseRec,
 )
+from opcheck.scrapers import apidocs, apimap, npu_native, opplugin, releases, wheel
+from opcheck.scrapers.pytorch import parse_native_functions
+from opcheck.scrapers.rows import KernelRow, OperatorRow, Origin
+from opcheck.sync.sources import Fetched, Source
 
 OP_PLUGIN = "github/Ascend/op-plugin"
 PYTORCH = "github/Ascend/pytorch"

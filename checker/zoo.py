@@ -23,13 +23,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opcheck.errors import OpcheckError, UsageError
-from opcheck.paths import data_dir
-from opcheck.versions import release_key
-
-from .check import Finding, check
-from .data import ZooRec
-from .resolve import Catalog
+from opcheck.checker.check import Finding, check
+from opcheck.checker.resolve import Catalog
+from opcheck.core.errors import OpcheckError, UsageError
+from opcheck.core.paths import data_dir
+from opcheck.core.versions import release_key
+from opcheck.db.data import ZooRec
 
 ZOO_SCHEMA_VERSION = 1
 # name -> factory in data/zoo/models.py, in the order the table lists them. Kept here (not
@@ -113,8 +112,8 @@ def run_zoo(
     progress: Progress | None = None,
 ) -> ZooResult:
     """Trace each model once and check it against every release with a kernel list."""
+    from opcheck.core.oplist import OpList
     from opcheck.tracers.api import trace
-    from opcheck.tracers.oplist import OpList
 
     wanted = specs(models)
     releases = [r for r in cat.releases if r.has_kernels]
@@ -170,9 +169,9 @@ def run_zoo(
 def catalog_from_snapshot(folder: Path, path: Path) -> Path:
     """Build the catalog of the snapshot in ``folder`` into ``path``: zoo rows stored in a
     snapshot must come from that snapshot's facts, not from whatever catalog is in use."""
-    from .build import write_catalog
-    from .snapshot import read_snapshot
-    from .workarounds import attach
+    from opcheck.contrib.workarounds import attach
+    from opcheck.db.build import write_catalog
+    from opcheck.db.snapshot import read_snapshot
 
     data = read_snapshot(folder)
     attach(data)

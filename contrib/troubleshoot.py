@@ -22,9 +22,9 @@ from typing import IO, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from opcheck.db.workarounds import ID_PATTERN, Link, OpStr, default_data_dir
-from opcheck.errors import CatalogError, UsageError
-from opcheck.opname import canonical
+from opcheck.contrib.workarounds import ID_PATTERN, Link, OpStr, default_data_dir
+from opcheck.core.errors import CatalogError, UsageError
+from opcheck.core.opname import canonical
 
 MAX_LINE = 4096  # characters kept per line: signatures match near the start of a message
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

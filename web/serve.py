@@ -32,10 +32,9 @@ from urllib.parse import parse_qs
 
 import yaml
 
-from opcheck.errors import OpcheckError, UsageError
-
-from .check import Report, check
-from .resolve import Catalog, ReleaseInfo, Resolution, Resolver
+from opcheck.checker.check import Report, check
+from opcheck.checker.resolve import Catalog, ReleaseInfo, Resolution, Resolver
+from opcheck.core.errors import OpcheckError, UsageError
 
 DATASETTE_DIR = Path(__file__).resolve().parent / "datasette"
 DB_NAME = "catalog"
@@ -344,7 +343,7 @@ def _read_only(path: str) -> sqlite3.Connection:
 
 @lru_cache(maxsize=4)
 def state_for(path: str) -> ServeState:
-    from .engine import make_engine
+    from opcheck.db.engine import make_engine
 
     cat = Catalog.load(make_engine(Path(path)))
     conn = _read_only(path)
@@ -489,7 +488,7 @@ class ApiMatrix:
 
 
 def api_matrix(state: ServeState, op: str) -> ApiMatrix | None:
-    from opcheck.versions import release_key
+    from opcheck.core.versions import release_key
 
     if not state.has_api_docs:
         return None
@@ -531,7 +530,7 @@ def api_matrix(state: ServeState, op: str) -> ApiMatrix | None:
 
 def op_page(state: ServeState, op: str) -> OpPage:
     """Everything the op page shows; statuses come from the resolver, one per release."""
-    from opcheck.opname import canonical
+    from opcheck.core.opname import canonical
 
     try:
         name = canonical(op)
@@ -645,11 +644,10 @@ def submission_from_fields(fields: dict[str, str]) -> Submission:
 
 def run_check(state: ServeState, sub: Submission) -> Report:
     """The checker's report for a submitted op list, exactly as ``opcheck check`` makes it."""
-    from opcheck.tracers.oplist import OpList
-
-    from .queries import select_target
-    from .restrictions import restriction_lookup
-    from .workarounds import workaround_lookup
+    from opcheck.checker.queries import select_target
+    from opcheck.checker.restrictions import restriction_lookup
+    from opcheck.contrib.workarounds import workaround_lookup
+    from opcheck.core.oplist import OpList
 
     try:
         doc = json.loads(sub.text)
@@ -686,7 +684,7 @@ def running_server(catalog: Path, *, port: int | None = None, workers: int = 1,
     import urllib.request
 
     port = port or free_port()
-    code = ("import sys; from pathlib import Path; from opcheck.db.serve import serve; "
+    code = ("import sys; from pathlib import Path; from opcheck.web.serve import serve; "
             "serve(Path(sys.argv[1]), host='127.0.0.1', port=int(sys.argv[2]), "
             "workers=int(sys.argv[3]))")
     proc = subprocess.Popen([sys.executable, "-c", code, str(catalog), str(port), str(workers)],

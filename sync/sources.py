@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from opcheck.errors import ScrapeError
+from opcheck.core.errors import ScrapeError
 from opcheck.scrapers.rows import Origin, WheelFacts
 
 

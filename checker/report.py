@@ -11,8 +11,7 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from opcheck import __version__
-
-from .check import Finding, Report
+from opcheck.checker.check import Finding, Report
 
 FORMATS = ("table", "json", "markdown", "sarif", "junit")
 _LOC = re.compile(r"^(?P<file>.+?):(?P<line>\d+)$")

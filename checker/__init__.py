@@ -1,0 +1,1 @@
+"""Deciding what the NPU does with an op list: resolver, checker, restrictions, queries, zoo, formats."""

@@ -1,0 +1,1 @@
+"""Contributed knowledge: workarounds, troubleshooting signatures, verification of rewrites."""

@@ -1,0 +1,1 @@
+"""The catalog served to a team: Datasette app, workers, page cache, pages."""
