@@ -30,9 +30,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mirror", type=Path, default=ROOT.parent / "shared" / "upstream")
     args = ap.parse_args()
-    from opcheck.checker.resolve import Catalog, Resolver
+    from opcheck.checker.resolve import Resolver
     from opcheck.core.paths import snapshot_dir
     from opcheck.db.build import write_catalog
+    from opcheck.db.catalog import Catalog
     from opcheck.db.engine import open_catalog
     from opcheck.db.snapshot import read_snapshot
 

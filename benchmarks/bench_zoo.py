@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from opcheck.checker import zoo
-from opcheck.checker.resolve import Catalog
 from opcheck.core.paths import snapshot_dir
+from opcheck.db.catalog import Catalog
 from opcheck.db.engine import make_engine
 
 

@@ -10,10 +10,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from opcheck.checker.resolve import SEVERITY, Catalog, ReleaseInfo, Resolver
+from opcheck.checker.resolve import SEVERITY, Resolver
 from opcheck.core.errors import UsageError
 from opcheck.core.oplist import OpList
 from opcheck.core.versions import torch_minor
+from opcheck.db.catalog import Catalog, ReleaseInfo
 
 REPORT_SCHEMA_VERSION = 1
 FAIL_ON = ("unsupported", "fallback", "restricted", "never")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from opcheck.checker.resolve import Catalog, ReleaseInfo, Resolution, Resolver
+from opcheck.checker.resolve import Resolution, Resolver
 from opcheck.core.errors import CatalogError, UsageError
 from opcheck.core.versions import clean_release, minor_key, torch_minor
+from opcheck.db.catalog import Catalog, ReleaseInfo
 
 
 def normalise_cann(text: str) -> str:

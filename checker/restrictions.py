@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from sqlalchemy import text
 
 from opcheck.checker.check import Restriction, RestrictionLookup
-from opcheck.checker.resolve import Catalog, ReleaseInfo
 from opcheck.core.errors import UsageError
 from opcheck.core.versions import release_key
+from opcheck.db.catalog import Catalog, ReleaseInfo
 
 _DTYPES = {
     "bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64",

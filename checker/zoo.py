@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from opcheck.checker.check import Finding, check
-from opcheck.checker.resolve import Catalog
 from opcheck.core.errors import OpcheckError, UsageError
 from opcheck.core.paths import data_dir
 from opcheck.core.versions import release_key
+from opcheck.db.catalog import Catalog
 from opcheck.db.data import ZooRec
 
 ZOO_SCHEMA_VERSION = 1

@@ -12,7 +12,7 @@ from opcheck.cli.common import CatalogOpt, FormatOpt, handle_errors
 
 
 def _catalog(path: Path | None) -> Any:
-    from opcheck.checker.resolve import Catalog
+    from opcheck.db.catalog import Catalog
     from opcheck.db.engine import open_catalog
 
     return Catalog.load(open_catalog(path))

@@ -114,7 +114,7 @@ def check(
         from opcheck.checker.check import FAIL_ON, all_releases_matrix, baseline_filter
         from opcheck.checker.check import check as run_check
         from opcheck.checker.queries import select_target
-        from opcheck.checker.resolve import Catalog
+        from opcheck.db.catalog import Catalog
         from opcheck.db.engine import open_catalog
 
         if fail_on not in FAIL_ON:

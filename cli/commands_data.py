@@ -18,7 +18,7 @@ DirOpt = Annotated[Path | None, typer.Option("--dir", help="Entries folder (defa
 
 
 def _known(catalog: Path | None) -> tuple[Any, set[str], list[str]]:
-    from opcheck.checker.resolve import Catalog
+    from opcheck.db.catalog import Catalog
     from opcheck.db.engine import open_catalog
 
     cat = Catalog.load(open_catalog(catalog))
@@ -137,12 +137,12 @@ def explain(
     with handle_errors():
         from opcheck.checker.check import check
         from opcheck.checker.queries import select_target
-        from opcheck.checker.resolve import Catalog
         from opcheck.cli.commands_check import _installed_torch
         from opcheck.contrib.troubleshoot import explain as run_explain
         from opcheck.contrib.troubleshoot import explain_file, iter_lines
         from opcheck.contrib.workarounds import workaround_lookup
         from opcheck.core.oplist import OpList, OpUse
+        from opcheck.db.catalog import Catalog
         from opcheck.db.engine import open_catalog
 
         result = (run_explain(iter_lines(sys.stdin.buffer)) if log == "-"

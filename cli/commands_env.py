@@ -17,7 +17,7 @@ _STYLE = {"ok": "green", "mismatch": "bold red", "warning": "yellow", "absent": 
 
 
 def _catalog(path: Path | None) -> Any:
-    from opcheck.checker.resolve import Catalog
+    from opcheck.db.catalog import Catalog
     from opcheck.db.engine import open_catalog
 
     return Catalog.load(open_catalog(path))

@@ -32,8 +32,8 @@ def zoo(
     code = 0
     with handle_errors():
         from opcheck.checker import zoo as zoo_mod
-        from opcheck.checker.resolve import Catalog
         from opcheck.core.errors import UsageError
+        from opcheck.db.catalog import Catalog
         from opcheck.db.engine import open_catalog
 
         if fmt not in FORMATS:

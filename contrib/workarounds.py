@@ -42,7 +42,7 @@ from opcheck.db.data import CatalogData, WorkaroundRec
 
 if TYPE_CHECKING:
     from opcheck.checker.check import WorkaroundLookup
-    from opcheck.checker.resolve import Catalog, ReleaseInfo
+    from opcheck.db.catalog import Catalog, ReleaseInfo
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]*[a-z0-9]$"
 

@@ -85,7 +85,7 @@ def fill(engine: Engine, data: CatalogData) -> None:
         # status index when the op index narrows the rows to a handful.
         raw.execute("PRAGMA analysis_limit = 1000")
         raw.execute("ANALYZE")
-        from opcheck.web.serve import create_search_index
+        from opcheck.db.search import create_search_index
 
         create_search_index(raw)
         broken = raw.execute("PRAGMA foreign_key_check").fetchmany(3)

@@ -56,8 +56,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from opcheck.checker.resolve import Catalog, ReleaseInfo
 from opcheck.core.versions import release_key, torch_minor
+from opcheck.db.catalog import Catalog, ReleaseInfo
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "mismatch", "warning", "absent")

@@ -1,8 +1,13 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from click.testing import Result
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -33,3 +38,29 @@ def bundled_catalog(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = read_snapshot(snapshot_dir())
     attach(data)
     return write_catalog(data, tmp_path_factory.mktemp("bundled") / "catalog.sqlite")
+
+
+@pytest.fixture
+def small_catalog_path(tmp_path: Path) -> Path:
+    """The hand-written catalog of ``catalog_fixture`` (every status), written to a temp file."""
+    from catalog_fixture import small_catalog
+
+    from opcheck.db.build import write_catalog
+
+    return write_catalog(small_catalog(), tmp_path / "small.sqlite")
+
+
+@pytest.fixture
+def cli() -> Callable[..., Result]:
+    """Run the opcheck CLI in-process: ``cli("op", "aten::relu")`` returns Click's result."""
+    from typer.testing import CliRunner
+
+    from opcheck.cli.app import app, route
+
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None) -> Result:
+        # `route` as `main` applies it: `cli("model.pt2")` means `opcheck check model.pt2`.
+        return runner.invoke(app, route(list(args)), input=input)
+
+    return invoke

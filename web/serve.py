@@ -5,8 +5,7 @@ columns mean, sources, licences) and ``datasette/config.yaml`` (facets, search, 
 plugins, settings) are kept apart on disk and merged here. The op page and the op-list page
 get their statuses from the resolver and the checker, never from SQL.
 
-Nothing in this module imports Datasette at import time: ``db/build.py`` calls
-``create_search_index`` and must not pay for it.
+Nothing in this module imports Datasette at import time.
 """
 
 from __future__ import annotations
@@ -33,49 +32,14 @@ from urllib.parse import parse_qs
 import yaml
 
 from opcheck.checker.check import Report, check
-from opcheck.checker.resolve import Catalog, ReleaseInfo, Resolution, Resolver
+from opcheck.checker.resolve import Resolution, Resolver
 from opcheck.core.errors import OpcheckError, UsageError
+from opcheck.db.catalog import Catalog, ReleaseInfo
+from opcheck.db.search import SEARCH_INDEXES, create_search_index, search_tables, table_names
 
 DATASETTE_DIR = Path(__file__).resolve().parent / "datasette"
 DB_NAME = "catalog"
 MAX_UPLOAD = 5 * 1024 * 1024  # an op list of a large model is ~100 kB; anything bigger is not one
-
-# FTS5 tables built next to the facts (the served catalog is immutable). Trigram tokens let a
-# search for `interleave` find `aten::repeat_interleave.self_Tensor` and `Add` find `aclnnAddmm`;
-# workaround prose reads better with word stems.
-SEARCH_INDEXES: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "operator_fts": ("operator", ("op",), "trigram"),
-    "npukernel_fts": ("npukernel", ("aclnn",), "trigram"),
-    "api_support_fts": ("api_support", ("api",), "unicode61"),
-    "workaround_fts": ("workaround", ("id", "title", "problem", "fix", "rewrite_api"),
-                       "porter unicode61"),
-}
-
-
-def create_search_index(conn: sqlite3.Connection) -> None:
-    """Build the full-text indexes into a catalog being written (call before it is renamed
-    into place). External-content tables: the text is stored once, in the fact tables."""
-    for fts, (table, cols, tokenize) in SEARCH_INDEXES.items():
-        conn.execute(f"DROP TABLE IF EXISTS {fts}")
-        conn.execute(
-            f"CREATE VIRTUAL TABLE {fts} USING fts5({', '.join(cols)}, "
-            f"content='{table}', tokenize='{tokenize}')"
-        )
-        conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('rebuild')")
-
-
-def table_names(path: Path) -> set[str]:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    finally:
-        conn.close()
-
-
-def search_tables(path: Path) -> set[str]:
-    """The full-text tables present in a catalog file."""
-    return table_names(path) & set(SEARCH_INDEXES)
-
 
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)

@@ -19,15 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testpaths import TESTS
 
-from opcheck.checker.resolve import Catalog, Resolver
+from opcheck.checker.resolve import Resolver
 from opcheck.core.paths import snapshot_dir
 from opcheck.db.build import write_catalog
+from opcheck.db.catalog import Catalog
 from opcheck.db.data import CatalogData
 from opcheck.db.engine import open_catalog
 from opcheck.db.snapshot import read_snapshot
 
-HERE = Path(__file__).resolve().parent
+HERE = TESTS
 MIRROR = HERE / "fixtures" / "mirror"
 OPCHECK = Path(sys.executable).with_name("opcheck")
 OPS = ["aten::add.Tensor", "aten::isin.Tensor_Tensor", "aten::copy_", "npu::npu_gelu",

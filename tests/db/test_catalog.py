@@ -7,9 +7,10 @@ import pytest
 from catalog_fixture import small_catalog
 
 from opcheck.checker.queries import missing_in_release, op_history, release_diff, select_target
-from opcheck.checker.resolve import Catalog, Resolver
+from opcheck.checker.resolve import Resolver
 from opcheck.core.errors import CatalogError, UsageError
 from opcheck.db.build import write_catalog
+from opcheck.db.catalog import Catalog
 from opcheck.db.data import KernelRec
 from opcheck.db.engine import open_catalog
 from opcheck.db.snapshot import read_snapshot, snapshot_equal, write_snapshot

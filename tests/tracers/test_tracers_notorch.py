@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from testpaths import TESTS
 
 from opcheck.tracers import logs, sniff, static
 
@@ -35,6 +36,5 @@ def test_static_listing_and_sniffing_run_without_torch(fixtures: object) -> None
 
 
 def _fixture(name: str) -> object:
-    from pathlib import Path
 
-    return Path(__file__).parent / "fixtures" / "tracers" / name
+    return TESTS / "fixtures" / "tracers" / name

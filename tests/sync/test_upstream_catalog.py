@@ -6,12 +6,13 @@ import csv
 from pathlib import Path
 
 import pytest
+from testpaths import ROOT
 
 from opcheck.db.snapshot import snapshot_equal, write_snapshot
 from opcheck.sync.pipeline import SyncResult, collect, installed_universe
 from opcheck.sync.sources import MirrorSource
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = ROOT
 
 pytestmark = pytest.mark.upstream
 

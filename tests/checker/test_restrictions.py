@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from opcheck.checker.check import check
-from opcheck.checker.resolve import Catalog
 from opcheck.checker.restrictions import restriction_lookup
 from opcheck.core.errors import UsageError
 from opcheck.core.oplist import OpList, OpUse
+from opcheck.db.catalog import Catalog
 from opcheck.db.engine import open_catalog
 
 

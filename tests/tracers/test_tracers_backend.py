@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from testpaths import TESTS
 
 from opcheck.tracers.inputs import InputSpec
 
@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 
 from opcheck.tracers import runtime  # noqa: E402
 
-TESTS = Path(__file__).parent
+TESTS = TESTS
 sys.path.insert(0, str(TESTS))
 
 from models import hf, zoo  # noqa: E402

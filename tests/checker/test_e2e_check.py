@@ -6,13 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from testpaths import TESTS
 from typer.testing import CliRunner
 
 from opcheck.cli.app import app, route
 from opcheck.tracers.api import trace
 
 pytestmark = pytest.mark.torch
-MODELS = Path(__file__).resolve().parent / "models"
+MODELS = TESTS / "models"
 runner = CliRunner()
 
 

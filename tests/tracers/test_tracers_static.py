@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from testpaths import TESTS
 
 from opcheck.core.oplist import OpList
 from opcheck.tracers import api, static
 
-FIX = Path(__file__).parent / "fixtures" / "tracers"
+FIX = TESTS / "fixtures" / "tracers"
 
 
 def test_pt2_listing_is_pre_dispatch_with_metadata() -> None:

@@ -8,12 +8,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from testpaths import TESTS
 
 from opcheck.core.errors import TraceError
 from opcheck.tracers import api
 from opcheck.tracers.sniff import sniff
 
-FIX = Path(__file__).parent / "fixtures" / "tracers"
+FIX = TESTS / "fixtures" / "tracers"
 
 
 @pytest.mark.parametrize(

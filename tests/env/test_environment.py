@@ -10,9 +10,9 @@ import typer
 from catalog_fixture import small_catalog
 from typer.testing import CliRunner
 
-from opcheck.checker.resolve import Catalog
 from opcheck.cli import commands_env
 from opcheck.db.build import write_catalog
+from opcheck.db.catalog import Catalog
 from opcheck.db.data import CatalogData, ReleaseRec
 from opcheck.db.engine import open_catalog
 from opcheck.env import environment

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from opcheck.checker.resolve import KERNEL_RELEASES_SQL
+from opcheck.db.catalog import KERNEL_RELEASES_SQL
 from opcheck.web.serve import DATASETTE_DIR
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
+from testpaths import TESTS
 
 from opcheck.tracers.inputs import InputSpec
 
@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 
 from opcheck.tracers import runtime  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(TESTS))
 from models import hf  # noqa: E402
 
 

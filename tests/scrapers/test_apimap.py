@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+from testpaths import ROOT
 
 from opcheck.core.errors import ScrapeError
 from opcheck.scrapers.apidocs import api_doc_paths, parse_markdown
@@ -19,7 +20,7 @@ from opcheck.scrapers.apimap import (
 )
 from opcheck.scrapers.rows import Origin
 
-OVERRIDES_FILE = Path(__file__).resolve().parent.parent / "data" / "api_overrides.yaml"
+OVERRIDES_FILE = ROOT / "data" / "api_overrides.yaml"
 
 SMALL = {
     "aten::abs",

@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 import typer
+from testpaths import TESTS
 from typer.testing import CliRunner
 
 from opcheck.checker import zoo
-from opcheck.checker.resolve import Catalog
 from opcheck.cli import commands_zoo
 from opcheck.core.errors import UsageError
 from opcheck.core.paths import snapshot_dir
 from opcheck.db.build import write_catalog
+from opcheck.db.catalog import Catalog
 from opcheck.db.engine import make_engine
 from opcheck.db.snapshot import read_snapshot, read_zoo, snapshot_equal, write_snapshot, write_zoo
 
@@ -40,7 +41,7 @@ def catalog(bundled_catalog: Path) -> Catalog:
 def result(catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> zoo.ZooResult:
     broken = tmp_path_factory.mktemp("zoo") / "broken.py"
     broken.write_text(BROKEN)
-    branch = Path(__file__).parent / "models" / "zoo.py"
+    branch = TESTS / "models" / "zoo.py"
     return zoo.run_zoo(catalog, ["lstm", f"{broken}:build", "yolo", f"{branch}:branch"],
                        timeout=120, jobs=2)
 

@@ -23,10 +23,12 @@ if not os.environ.get("CI"):  # CI installs the serve extra: there a missing Dat
 
 from opcheck.checker.check import check
 from opcheck.checker.queries import op_history, release_diff
-from opcheck.checker.resolve import Catalog, kernel_label
+from opcheck.checker.resolve import kernel_label
 from opcheck.checker.restrictions import restriction_lookup
 from opcheck.contrib.workarounds import workaround_lookup
 from opcheck.core.oplist import OpList, OpUse
+from opcheck.db import search
+from opcheck.db.catalog import Catalog
 from opcheck.db.engine import make_engine
 from opcheck.web import serve
 
@@ -40,7 +42,7 @@ def served(bundled_catalog: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     cache-style file name, which the site must serve as ``catalog``."""
     path = tmp_path_factory.mktemp("serve") / "catalog-0123abcd.sqlite"
     shutil.copyfile(bundled_catalog, path)
-    assert serve.search_tables(path) == set(serve.SEARCH_INDEXES)
+    assert search.search_tables(path) == set(search.SEARCH_INDEXES)
     return path
 
 
@@ -143,7 +145,7 @@ def test_catalog_without_search_index_still_serves(bundled_catalog: Path,
     shutil.copyfile(bundled_catalog, old)
     conn = sqlite3.connect(old)
     conn.executescript("DROP TABLE api_op; DROP TABLE api_support;" + "".join(
-        f"DROP TABLE {fts};" for fts in serve.SEARCH_INDEXES))
+        f"DROP TABLE {fts};" for fts in search.SEARCH_INDEXES))
     conn.close()
     old_tables = serve.metadata_for(old)[0]["databases"]["catalog"]["tables"]
     assert not any("fts_table" in t for t in old_tables.values())

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import Result
+from testpaths import TESTS
 from typer.testing import CliRunner
 
 from opcheck.cli.app import app
@@ -24,7 +25,7 @@ from opcheck.scrapers.pytorch import parse_native_functions
 from opcheck.scrapers.rows import Origin
 from opcheck.sync.pipeline import Universe
 
-FIX = Path(__file__).resolve().parent / "fixtures"
+FIX = TESTS / "fixtures"
 runner = CliRunner()
 
 OPF = "github/Ascend/op-plugin/c210c210/op_plugin/config/op_plugin_functions.yaml"
@@ -236,7 +237,7 @@ def test_changed_upstream_format_keeps_the_old_catalog(
 
 def test_the_baseline_mirror_syncs(pristine: Path, good_catalog: Path) -> None:
     """The cases above fail because of their one change: the same mirror unchanged is fine."""
-    from opcheck.checker.resolve import Catalog
+    from opcheck.db.catalog import Catalog
     from opcheck.db.engine import open_catalog
 
     cat = Catalog.load(open_catalog(good_catalog))

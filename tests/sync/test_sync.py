@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from opcheck.checker.resolve import Catalog, Resolver
+from opcheck.checker.resolve import Resolver
 from opcheck.cli.app import app
 from opcheck.db.build import write_catalog
+from opcheck.db.catalog import Catalog
 from opcheck.db.engine import open_catalog
 from opcheck.db.snapshot import read_snapshot, snapshot_equal, write_snapshot
 from opcheck.scrapers.pytorch import parse_native_functions

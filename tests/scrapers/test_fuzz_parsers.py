@@ -20,6 +20,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from testpaths import TESTS
 
 from opcheck.contrib.troubleshoot import Explainer, explain_file, iter_lines, load_dir
 from opcheck.core.errors import OpcheckError, ScrapeError, TraceError, UsageError
@@ -41,7 +42,7 @@ from opcheck.tracers.logs import parse_log
 from opcheck.tracers.sniff import Sniffed, sniff
 from opcheck.tracers.static import list_pt2, list_torchscript
 
-FIX = Path(__file__).resolve().parent / "fixtures"
+FIX = TESTS / "fixtures"
 MIRROR = FIX / "mirror"
 
 # OPCHECK_FUZZ_SCALE=20 runs 20x the examples (a longer local fuzzing session); default: CI-sized.

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from testpaths import TESTS
 
 from opcheck.core.errors import TraceError
 from opcheck.core.oplist import OpList
@@ -16,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 from opcheck.tracers import runtime  # noqa: E402
 
-TESTS = Path(__file__).parent
+TESTS = TESTS
 ZOO = TESTS / "models" / "zoo.py"
 FIX = TESTS / "fixtures" / "tracers"
 sys.path.insert(0, str(TESTS))

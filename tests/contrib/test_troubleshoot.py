@@ -6,13 +6,14 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from testpaths import TESTS
 
 from opcheck.contrib import troubleshoot as ts
 from opcheck.contrib import workarounds as wa
 from opcheck.core.errors import CatalogError, UsageError
 
 SIGS = ts.load_dir()
-LOGS = Path(__file__).resolve().parent / "fixtures" / "logs"
+LOGS = TESTS / "fixtures" / "logs"
 
 EXPECTED = {
     "llm_generate_fallback.log": (
