@@ -53,7 +53,7 @@ def main() -> None:
     # First use, as a user sees it: a fresh process, imports included.
     env = {**os.environ, "OPCHECK_CACHE_DIR": str(tmp / "cache")}
     env.pop("OPCHECK_CATALOG", None)
-    code = "from opcheck.db.engine import resolve_catalog_path; resolve_catalog_path()"
+    code = "from opcheck.cli.common import resolve_catalog_path; resolve_catalog_path()"
     t = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
     first = time.perf_counter() - t

@@ -26,11 +26,16 @@ import random
 import shutil
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
+
+# The loopback server the tests use (tests/web/live_server.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "web"))
+from live_server import running_server
 
 TARGET_MS = 100.0
 POPULAR_OPS = ["aten::repeat_interleave.self_Tensor", "aten::add.Tensor",
@@ -192,14 +197,14 @@ def report(label: str, lat_ms: list[float], wall: float, clients: int) -> str:
 
 
 def main() -> None:
-    from opcheck.db.engine import resolve_catalog_path
-    from opcheck.web import serve
+    from opcheck.cli.common import resolve_catalog_path
+    from opcheck.web import server
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=600, help="per run without wrk (bounded)")
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--seconds", type=int, default=4, help="per wrk run")
-    ap.add_argument("--workers", type=int, default=serve.default_workers())
+    ap.add_argument("--workers", type=int, default=server.default_workers())
     ap.add_argument("--catalog", type=Path, default=None)
     args = ap.parse_args()
     total = max(20, min(args.requests, 5000))
@@ -220,7 +225,7 @@ def main() -> None:
             print("wrk load generator: not installed (apt-get install wrk); Python client used")
         kinds = pages(path, diverse=has_wrk)
         for workers in dict.fromkeys((args.workers, 1)):
-            with serve.running_server(path, workers=workers) as base:
+            with running_server(path, workers=workers) as base:
                 assert base.startswith("http://127.0.0.1:")  # loopback only
                 warm_up(base, workers)
                 for name, (cold, warm) in kinds.items():
@@ -235,7 +240,7 @@ def main() -> None:
         think = 1.0
         for label, urls in ([(f"{name}, cold", cold) for name, (cold, _) in kinds.items()]
                             + [("browsing mix, cache empty at start", browsing_mix(path, 5000))]):
-            with serve.running_server(path, workers=args.workers) as base:
+            with running_server(path, workers=args.workers) as base:
                 warm_up(base, args.workers)
                 lat, n = asyncio.run(paced_users(base, urls, args.clients, 15, think))
                 ms = [x * 1000 for x in lat]
@@ -247,7 +252,7 @@ def main() -> None:
         # The mix runs in consecutive windows on one server: the first starts with an empty
         # cache, later ones see the pages earlier visitors already rendered.
         drawn = browsing_mix(path, 200_000 if has_wrk else total * 3)
-        with serve.running_server(path, workers=args.workers) as base:
+        with running_server(path, workers=args.workers) as base:
             warm_up(base, args.workers)
             seen: set[str] = set()
             at = 0

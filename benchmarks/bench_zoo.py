@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from opcheck.checker import zoo
+from opcheck.contrib.workarounds import attach
 from opcheck.core.paths import snapshot_dir
 from opcheck.db.catalog import Catalog
 from opcheck.db.engine import make_engine
@@ -25,7 +26,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        path = zoo.catalog_from_snapshot(snapshot_dir(), Path(tmp) / "c.sqlite")
+        path = zoo.catalog_from_snapshot(snapshot_dir(), Path(tmp) / "c.sqlite", attach=attach)
         cat = Catalog.load(make_engine(path))
         start = time.perf_counter()
         one = zoo.run_zoo(cat, None, jobs=1)

@@ -1,6 +1,8 @@
 """The checker: an OpList resolved against a target release → a Report.
 
-Statuses come from the resolver only; this module groups, counts and judges them.
+Statuses come from the resolver only; this module groups, counts and judges them, with what
+``opcheck.core.vocab`` says each status means (severity, verdict, fail levels). The report's
+output formats are in ``opcheck.checker.formats``.
 """
 
 from __future__ import annotations
@@ -10,14 +12,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from opcheck.checker.resolve import SEVERITY, Resolver
+from opcheck.checker.levels import received
+from opcheck.checker.resolve import Resolver
 from opcheck.core.errors import UsageError
-from opcheck.core.oplist import OpList
+from opcheck.core.oplist import OpList, OpUse
 from opcheck.core.versions import torch_minor
+from opcheck.core.vocab import FailOn, Status, Verdict
 from opcheck.db.catalog import Catalog, ReleaseInfo
 
-REPORT_SCHEMA_VERSION = 1
-FAIL_ON = ("unsupported", "fallback", "restricted", "never")
+# 2: `complete`/`stopped`, verdict INCOMPLETE, ops[].decomposition_of, restrictions[].inferred
+REPORT_SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,8 @@ class Restriction:
     link: str = ""
     hardware: str = ""  # the product the statement is about ("" = every product)
     unsupported: bool = False  # the doc says the API is not supported there
+    # the API was not recorded by the trace but guessed through the API → ATen link
+    inferred: bool = False
 
     @property
     def violated(self) -> bool:
@@ -47,7 +53,7 @@ class Restriction:
 @dataclass
 class Finding:
     op: str
-    status: str
+    status: Status
     kernel: str = ""
     aclnn: str = ""
     via: list[str] = field(default_factory=list)
@@ -62,6 +68,9 @@ class Finding:
     first_npu_release_any: str = ""
     restricted: bool = False
     restrictions: list[Restriction] = field(default_factory=list)
+    # the CompositeImplicitAutograd ops (outermost first) whose decomposition sends this op to
+    # the NPU on the target release, because that release has no kernel for them
+    decomposition_of: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -70,7 +79,7 @@ class Report:
     method: str
     ir: str
     target: dict[str, str]
-    verdict: str
+    verdict: Verdict
     fallback_calls: int
     counts: dict[str, int]
     ops: list[Finding]
@@ -79,10 +88,12 @@ class Report:
     mode: str = "inference"
     catalog: dict[str, str] = field(default_factory=dict)
     matrix: dict[str, Any] | None = None  # --all-releases
+    complete: bool = True  # False: the op list stopped before the end of the program
+    stopped: str = ""
 
     @property
     def problems(self) -> list[Finding]:
-        return [f for f in self.ops if f.status not in ("npu", "composite") or f.restricted]
+        return [f for f in self.ops if f.status.is_problem or f.restricted]
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"schema_version": REPORT_SCHEMA_VERSION, "kind": "opcheck.report"}
@@ -92,30 +103,39 @@ class Report:
         return doc
 
 
-RestrictionLookup = Callable[[str, Sequence[str], ReleaseInfo], list[Restriction]]
+RestrictionLookup = Callable[[OpUse, ReleaseInfo], list[Restriction]]
 WorkaroundLookup = Callable[[str, ReleaseInfo], list[WorkaroundRef]]
 
 
-def verdict_of(findings: Sequence[Finding]) -> str:
-    statuses = {f.status for f in findings}
-    if "unsupported" in statuses:
-        return "NO"
-    if statuses & {"cpu_fallback", "unknown"} or any(f.restricted for f in findings):
-        return "MAYBE"
-    return "YES"
+def verdict_of(findings: Sequence[Finding], *, complete: bool = True) -> Verdict:
+    """The worst op's verdict; a documented restriction the trace breaks makes it a MAYBE.
+    An op list that stopped early is never YES or MAYBE: what it did not see may fail (a NO
+    stays NO, since what it saw already fails)."""
+    worst = max((f.status.verdict for f in findings), key=lambda v: v.rank, default=Verdict.YES)
+    if worst is Verdict.YES and any(f.restricted for f in findings):
+        worst = Verdict.MAYBE
+    if not complete and worst is not Verdict.NO:
+        return Verdict.INCOMPLETE
+    return worst
 
 
-def exit_code(report: Report, fail_on: str) -> int:
-    """0 when clean under ``fail_on``, 1 when there are findings at that level."""
-    if fail_on not in FAIL_ON:
-        raise UsageError(f"--fail-on must be one of {', '.join(FAIL_ON)}")
-    if fail_on == "never":
-        return 0
-    levels = {"unsupported": {"unsupported"},
-              "fallback": {"unsupported", "cpu_fallback", "unknown"},
-              "restricted": {"unsupported", "cpu_fallback", "unknown"}}[fail_on]
-    bad = any(f.status in levels for f in report.ops)
-    if fail_on == "restricted":
+def fail_level(text: str) -> FailOn:
+    """``--fail-on`` text → FailOn (a usage error names the choices)."""
+    try:
+        return FailOn(text)
+    except ValueError:
+        raise UsageError(f"--fail-on must be one of {', '.join(FailOn)}") from None
+
+
+def exit_code(report: Report, fail_on: FailOn | str, *, allow_incomplete: bool = False) -> int:
+    """0 when clean under ``fail_on``, 1 when there are findings at that level. An incomplete
+    op list is a finding at every level but ``never`` unless ``allow_incomplete``."""
+    level = fail_level(fail_on)
+    failing = level.failing_statuses
+    bad = any(f.status in failing for f in report.ops)
+    if not report.complete and not allow_incomplete and level is not FailOn.NEVER:
+        bad = True
+    if level.counts_restrictions:
         bad = bad or any(f.restricted for f in report.ops)
     return 1 if bad else 0
 
@@ -130,7 +150,8 @@ def check(
     restrictions: RestrictionLookup | None = None,
 ) -> Report:
     resolver = Resolver(cat, target.torch_npu, cpu_fallback=cpu_fallback)
-    uses = oplist.ops
+    level = received(oplist, resolver)
+    uses = level.ops
     resolutions = resolver.resolve_many([u.op for u in uses])
     findings = []
     for use, res in zip(uses, resolutions, strict=True):
@@ -139,21 +160,33 @@ def check(
             via=list(res.via), reason=res.reason, count=use.count, dtypes=list(use.dtypes),
             shapes=[list(s) for s in use.shapes], modules=list(use.modules),
             locations=list(use.locations), first_npu_release=res.first_npu,
-            first_npu_release_any=res.first_npu_any,
+            first_npu_release_any=res.first_npu_any, decomposition_of=list(use.via),
         )
         if restrictions is not None:
-            f.restrictions = restrictions(use.op, use.dtypes, target)
+            f.restrictions = restrictions(use, target)
             f.restricted = any(r.violated for r in f.restrictions)
-        if workarounds is not None and (f.status not in ("npu", "composite") or f.restricted):
+        if workarounds is not None and (f.status.is_problem or f.restricted):
             # Entries may name the op the model calls or the one at the end of its chain
             # (logcumsumexp → _logcumsumexp): both help.
             refs = {w.id: w for op in dict.fromkeys((use.op, *res.via[-1:]))
                     for w in workarounds(op, target)}
             f.workarounds = list(refs.values())
         findings.append(f)
-    findings.sort(key=lambda f: (-SEVERITY[f.status], -int(f.restricted), -f.count, f.op))
+    findings.sort(key=lambda f: (-f.status.severity, -int(f.restricted), -f.count, f.op))
     counts = Counter(f.status for f in findings)
     warnings = []
+    if not oplist.complete:
+        why = oplist.stopped or "no reason recorded"
+        if oplist.method == "run":
+            how = ("fix what stopped the script, or raise --timeout / --memory-mb, and run it "
+                   "again")
+        else:
+            how = ("run the program on real data (`opcheck run SCRIPT`), or give inputs that "
+                   "avoid the data-dependent branch")
+        warnings.append(
+            f"INCOMPLETE: the program stopped before its end ({why}); the ops after that point "
+            f"were not checked. For a complete answer {how}"
+        )
     if oplist.torch_version:
         try:
             traced, wanted = torch_minor(oplist.torch_version), target.torch_minor
@@ -177,29 +210,32 @@ def check(
         target={"torch_npu": target.torch_npu, "torch": target.torch, "cann": target.cann,
                 "train": target.train, "pythons": target.pythons,
                 "kernel_source": target.kernel_source},
-        verdict=verdict_of(findings),
-        fallback_calls=sum(f.count for f in findings if f.status == "cpu_fallback"),
-        counts={s: counts.get(s, 0) for s in ("npu", "composite", "cpu_fallback",
-                                              "unsupported", "unknown")},
-        ops=findings, notes=list(oplist.notes), warnings=warnings, mode=oplist.mode,
+        verdict=verdict_of(findings, complete=oplist.complete),
+        fallback_calls=sum(f.count for f in findings if f.status is Status.CPU_FALLBACK),
+        counts={s.value: counts.get(s, 0) for s in Status},
+        ops=findings, notes=[*oplist.notes, *level.notes], warnings=warnings, mode=oplist.mode,
         catalog={k: v for k, v in cat.meta.items() if k in ("built_from", "torch_version",
                                                             "snapshot_digest")},
+        complete=oplist.complete, stopped=oplist.stopped,
     )
 
 
 def all_releases_matrix(cat: Catalog, oplist: OpList, *, cpu_fallback: bool = True) -> dict[str, Any]:
-    """ops × releases → status, and the oldest release that runs every op on the NPU."""
-    ops = sorted(u.op for u in oplist.ops)
-    rows: dict[str, dict[str, str]] = {op: {} for op in ops}
+    """ops × releases → status, and the oldest release that runs every op on the NPU. Each
+    release is checked on the ops it receives (composite ops whole where it has their kernel,
+    decomposed elsewhere), so a row has no cell for a release that does not receive the op."""
+    rows: dict[str, dict[str, Status]] = {}
     clean: list[str] = []
     releases = [r for r in cat.releases if r.has_kernels]
     for rel in releases:
         resolver = Resolver(cat, rel.torch_npu, cpu_fallback=cpu_fallback)
+        ops = [u.op for u in received(oplist, resolver).ops]
         statuses = [resolver.resolve(op).status for op in ops]
         for op, st in zip(ops, statuses, strict=True):
-            rows[op][rel.torch_npu] = st
-        if all(st in ("npu", "composite") for st in statuses):
+            rows.setdefault(op, {})[rel.torch_npu] = st
+        if all(st.runs_on_npu for st in statuses):
             clean.append(rel.torch_npu)
+    rows = dict(sorted(rows.items()))
     return {
         "releases": [r.torch_npu for r in releases],
         "ops": rows,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from opcheck.checker.resolve import Resolution, Resolver
 from opcheck.core.errors import CatalogError, UsageError
 from opcheck.core.versions import clean_release, minor_key, torch_minor
+from opcheck.core.vocab import Status
 from opcheck.db.catalog import Catalog, ReleaseInfo
 
 
@@ -86,7 +87,7 @@ def missing_in_release(cat: Catalog, release: str, *, namespace: str = "aten") -
     return sorted(
         op for op, info in cat.operators.items()
         if info.namespace == namespace
-        and resolver.resolve(op).status in ("cpu_fallback", "unsupported")
+        and resolver.resolve(op).status in (Status.CPU_FALLBACK, Status.UNSUPPORTED)
     )
 
 

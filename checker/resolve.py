@@ -12,12 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from opcheck.core.errors import CatalogError
+from opcheck.core.vocab import Status
 from opcheck.db.catalog import Catalog, OperatorInfo
 from opcheck.db.data import KernelFacts
-
-STATUSES = ("npu", "composite", "cpu_fallback", "unsupported", "unknown")
-# Worst first: the order problems are reported in and how composite chains combine.
-SEVERITY = {"unsupported": 4, "unknown": 3, "cpu_fallback": 2, "composite": 1, "npu": 0}
 
 COMPOSITE_IMPLICIT = "CompositeImplicitAutograd"
 COMPOSITE_EXPLICIT = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
@@ -26,7 +23,7 @@ COMPOSITE_EXPLICIT = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNon
 @dataclass(frozen=True)
 class Resolution:
     op: str
-    status: str
+    status: Status
     kernel: str = ""  # aclnn+acl_op | aclnn | acl_op | torch_npu | ""
     aclnn: str = ""
     via: tuple[str, ...] = ()  # chain of ops followed, starting with op itself
@@ -70,7 +67,7 @@ class Resolver:
         if not with_history:
             return results
         # The op that lacks a kernel is the end of the chain (a structured op's .out variant).
-        problems = [r.via[-1] for r in results if r.status not in ("npu", "composite") and r.via]
+        problems = [r.via[-1] for r in results if not r.status.runs_on_npu and r.via]
         history = self.catalog.kernel_releases(problems) if problems else {}
         minor = self.release.torch_minor
         by_name = {r.torch_npu: r for r in self.catalog.releases}
@@ -86,17 +83,17 @@ class Resolver:
 
     def _no_kernel(self, op: str, info: OperatorInfo | None, via: tuple[str, ...]) -> Resolution:
         if info is not None and info.sparse_only:
-            return Resolution(op, "unsupported", via=via,
+            return Resolution(op, Status.UNSUPPORTED, via=via,
                               reason="sparse op without NPU kernel: sparse tensors never fall back")
         if self.cpu_fallback:
-            return Resolution(op, "cpu_fallback", via=via,
+            return Resolution(op, Status.CPU_FALLBACK, via=via,
                               reason="no NPU kernel: runs on the CPU via torch_npu's fallback "
                                      "(host↔device copies per call)")
         if not self.release.has_cpu_fallback:
             why = f"no NPU kernel and torch_npu {self.release.torch_npu} has no CPU fallback"
         else:
             why = "no NPU kernel and the CPU fallback is disabled (TORCH_NPU_FALLBACK_CPU_DISABLE=1)"
-        return Resolution(op, "unsupported", via=via, reason=why)
+        return Resolution(op, Status.UNSUPPORTED, via=via, reason=why)
 
     def _private_twin(self, op: str) -> str:
         """``aten::logcumsumexp`` → ``aten::_logcumsumexp``: composite wrappers whose whole
@@ -112,38 +109,39 @@ class Resolver:
         facts = self.kernels.get(op)
         if facts is not None:
             if facts.status == "kernel":
-                return Resolution(op, "npu", kernel_label(facts), facts.aclnn, via,
+                return Resolution(op, Status.NPU, kernel_label(facts), facts.aclnn, via,
                                   reason="NPU kernel registered by torch_npu")
             if facts.status == "tocpu":
-                return Resolution(op, "cpu_fallback", via=via,
+                return Resolution(op, Status.CPU_FALLBACK, via=via,
                                   reason="registered by torch_npu to run on the CPU")
-            return Resolution(op, "unsupported", via=via,
+            return Resolution(op, Status.UNSUPPORTED, via=via,
                               reason="registered by torch_npu as unsupported (raises)")
         info = self.catalog.operators.get(op)
         if info is None:
             ns = op.split("::", 1)[0]
             where = "a custom or third-party op" if ns != "aten" else "not in this catalog's ATen list"
-            return Resolution(op, "unknown", via=via,
+            return Resolution(op, Status.UNKNOWN, via=via,
                               reason=f"namespace {ns!r}: {where}; no facts to decide")
         if info.structured_delegate and info.structured_delegate not in seen:
             inner = self._resolve(info.structured_delegate, via)
-            if SEVERITY[inner.status] > SEVERITY["composite"]:
+            # A problem at the end of the chain is the op's problem; else the op runs composite.
+            if inner.status.is_problem:
                 return Resolution(op, inner.status, inner.kernel, inner.aclnn, inner.via,
                                   reason=f"structured op delegating to {inner.op}: {inner.reason}")
-            return Resolution(op, "composite", inner.kernel, inner.aclnn, inner.via,
+            return Resolution(op, Status.COMPOSITE, inner.kernel, inner.aclnn, inner.via,
                               reason=f"structured op: runs {inner.op} ({inner.status})")
         if info.kernel_kind == COMPOSITE_IMPLICIT:
-            return Resolution(op, "composite", via=via,
+            return Resolution(op, Status.COMPOSITE, via=via,
                               reason="CompositeImplicitAutograd: decomposes into other ops "
                                      "above the backend")
         if info.kernel_kind in COMPOSITE_EXPLICIT:
             inner_op = self._private_twin(op)
             if inner_op and inner_op not in seen:
                 inner = self._resolve(inner_op, via)
-                if SEVERITY[inner.status] > SEVERITY["composite"]:
+                if inner.status.is_problem:
                     return Resolution(op, inner.status, inner.kernel, inner.aclnn, inner.via,
                                       reason=f"{info.kernel_kind} wrapper around {inner_op}: "
                                              f"{inner.reason}")
-            return Resolution(op, "composite", via=via,
+            return Resolution(op, Status.COMPOSITE, via=via,
                               reason=f"{info.kernel_kind}: generic kernel calling other ops")
         return self._no_kernel(op, info, via)

@@ -1,9 +1,19 @@
-"""Documented per-API restrictions applied to traced ops (through the API → ATen link).
+"""Documented per-API restrictions applied to traced ops.
 
-A traced op is ``restricted`` when a Python API that calls it is documented, for the target's
-doc version, as not supported on the chosen product, or with a dtype list that excludes a dtype
-the trace saw. Without ``--hardware`` a limit counts only when it holds on every product the doc
-names (the op cannot run that way anywhere); with it, only that product's statement counts.
+A traced op is ``restricted`` when the Python API that produced it is documented, for the
+target's doc version, as not supported on the chosen product, or with a dtype list that excludes
+a dtype the call used. Without ``--hardware`` a limit counts only when it holds on every product
+the doc names (the op cannot run that way anywhere); with it, only that product's statement
+counts.
+
+Which API: a runtime trace records, per call signature, the public API the user's code called
+(``F.max_pool3d`` reaches the backend as ``aten::max_pool3d_with_indices``); those APIs are
+checked, and only those. Op lists without that record (schema 1, static listings, logs) fall back
+to the API → ATen link, and such restrictions say they were inferred.
+
+Which dtypes: the ones the documented list is about. A list of integer dtypes speaks of index
+arguments (``nn.Embedding``: indices, not the float weight), a list of floating dtypes of the
+data; a cast (``Tensor.to``, ``Tensor.bfloat16``...) is judged by the dtype it produces.
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from sqlalchemy import text
 
 from opcheck.checker.check import Restriction, RestrictionLookup
 from opcheck.core.errors import UsageError
+from opcheck.core.oplist import OpUse, Signature
 from opcheck.core.versions import release_key
 from opcheck.db.catalog import Catalog, ReleaseInfo
 
@@ -110,11 +121,13 @@ def restriction_lookup(cat: Catalog, hardware: str | None) -> RestrictionLookup 
                 ]
         return cache[api]
 
-    def lookup(op: str, dtypes: Sequence[str], target: ReleaseInfo) -> list[Restriction]:
-        seen = {doc_dtype(d) for d in dtypes}
+    def lookup(use: OpUse, target: ReleaseInfo) -> list[Restriction]:
+        recorded = _recorded_apis(use)
+        inferred = not recorded
+        apis = sorted(links.get(use.op, ())) if inferred else sorted(recorded)
         out: list[Restriction] = []
         clear = False
-        for api in sorted(links.get(op, ())):
+        for api in apis:
             rows = rows_for(api)
             version = _pick_version((r.doc_version for r in rows), target.torch)
             rows = [r for r in rows if r.doc_version == version]
@@ -122,19 +135,76 @@ def restriction_lookup(cat: Catalog, hardware: str | None) -> RestrictionLookup 
                 rows = [r for r in rows if r.hardware in wanted or not r.hardware]
             if not rows:
                 continue  # this API says nothing for the target
-            judged = _judge(api, rows, seen, every_product=wanted is None)
+            documented = _documented_dtypes(rows)
+            calls = recorded.get(api, []) if not inferred else list(use.signatures)
+            seen = (_relevant_dtypes(api, calls, documented) if calls
+                    else {doc_dtype(d) for d in use.dtypes})
+            judged = _judge(api, rows, seen, every_product=wanted is None, inferred=inferred)
             # Several APIs reach one op (torch.addmm, Tensor.addmm, nn.Linear): when any
             # documented path allows what the trace does, the op is not restricted.
             clear = clear or not any(r.violated for r in judged)
             out += judged
         if clear:
-            out = [Restriction(x.api, x.text, (), x.link, x.hardware) for x in out]
+            out = [_cleared(x) for x in out]
         return out
 
     return lookup
 
 
-def _judge(api: str, rows: list[_Row], seen: set[str], *, every_product: bool) -> list[Restriction]:
+def _cleared(r: Restriction) -> Restriction:
+    return Restriction(r.api, r.text, (), r.link, r.hardware, inferred=r.inferred)
+
+
+def _recorded_apis(use: OpUse) -> dict[str, list[Signature]]:
+    """API → the call signatures it produced, from the trace's provenance records."""
+    out: dict[str, list[Signature]] = defaultdict(list)
+    for sig in use.signatures:
+        for api in sig.apis:
+            out[api].append(sig)
+    return dict(out)
+
+
+_CASTS = frozenset({"to", "type", "bfloat16", "half", "float", "double", "int", "long", "short",
+                    "bool", "byte", "char", "cfloat", "cdouble", "type_as"})
+
+
+def _kind(doc_name: str) -> str:
+    if doc_name in ("bf16", "fp16", "fp32", "fp64"):
+        return "float"
+    if doc_name.startswith("complex"):
+        return "complex"
+    if doc_name == "bool":
+        return "bool"
+    return "int"
+
+
+def _documented_dtypes(rows: Iterable[_Row]) -> set[str]:
+    names: set[str] = set()
+    for r in rows:
+        names |= set(r.only or ()) | set(r.unsupported)
+    return names
+
+
+def _relevant_dtypes(api: str, calls: Sequence[Signature], documented: set[str]) -> set[str]:
+    """The dtypes of these calls that the API's documented dtype list speaks about."""
+    if api.rsplit(".", 1)[-1] in _CASTS:
+        # a cast is limited by what it produces, not by what it reads
+        return {doc_dtype(d) for s in calls for d in ([s.dtype] if s.dtype else s.outputs) if d}
+    kinds = {_kind(d) for d in documented}
+    if "float" in kinds:
+        kinds.add("complex")  # complex data given to a float-only API is outside the list too
+    seen = set()
+    for sig in calls:
+        for value in sig.inputs.values():
+            for d in value.split(","):
+                name = doc_dtype(d.strip())
+                if name and (not kinds or _kind(name) in kinds):
+                    seen.add(name)
+    return seen
+
+
+def _judge(api: str, rows: list[_Row], seen: set[str], *, every_product: bool,
+           inferred: bool = False) -> list[Restriction]:
     limited = [r for r in rows if r.supported is False or r.only is not None or r.unsupported]
     if not limited:
         return []
@@ -143,11 +213,11 @@ def _judge(api: str, rows: list[_Row], seen: set[str], *, every_product: bool) -
         outside = tuple(sorted(d for d in seen if (r.only is not None and d not in r.only)
                                or d in r.unsupported))
         out.append(Restriction(api, _describe(r), outside, r.link, r.hardware,
-                               unsupported=r.supported is False))
+                               unsupported=r.supported is False, inferred=inferred))
     if every_product and any(r.hardware for r in rows):
         # A limit that some product does not have is not a reason to flag the op.
         free = [r for r in rows if r.hardware and not any(
             x.hardware == r.hardware and x.violated for x in out)]
         if free:
-            out = [Restriction(x.api, x.text, (), x.link, x.hardware) for x in out]
+            out = [_cleared(x) for x in out]
     return out

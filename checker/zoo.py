@@ -2,8 +2,8 @@
 
 Each model in ``data/zoo/models.py`` is traced once (the sandboxed runtime trace, as
 ``opcheck --model`` does) and its op list is resolved against every release that has a kernel
-list. The result is a coverage table, model × release → verdict and counts, rendered as
-Markdown or CSV and stored in the snapshot's ``zoo.tsv`` (the catalog's ``zoo_result`` table is
+list. The result is a coverage table, model × release → verdict and counts, rendered by
+``opcheck.checker.formats`` (``ZOO_FORMATS``) and stored in the snapshot's ``zoo.tsv`` (the catalog's ``zoo_result`` table is
 built from it). A model whose trace fails becomes one ``ERROR`` row; the others still run.
 
 The verdicts are kernel coverage: the per-API restrictions of the docs (dtype and argument
@@ -13,9 +13,6 @@ runs and are left out of a table meant to compare releases.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,8 +24,9 @@ from opcheck.checker.check import Finding, check
 from opcheck.core.errors import OpcheckError, UsageError
 from opcheck.core.paths import data_dir
 from opcheck.core.versions import release_key
+from opcheck.core.vocab import Status
 from opcheck.db.catalog import Catalog
-from opcheck.db.data import ZooRec
+from opcheck.db.data import CatalogData, ZooRec
 
 ZOO_SCHEMA_VERSION = 1
 # name -> factory in data/zoo/models.py, in the order the table lists them. Kept here (not
@@ -44,10 +42,7 @@ MODELS: dict[str, str] = {
     "unet_block": "unet_block",
     "yolo": "yolo",
 }
-ERROR = "ERROR"
-PROBLEM = ("cpu_fallback", "unsupported", "unknown")
-CSV_COLUMNS = ["model", "torch_npu", "verdict", "npu", "composite", "cpu_fallback",
-               "unsupported", "unknown", "fallback_calls", "problem_ops", "error", "traced_with"]
+ERROR = "ERROR"  # the verdict cell of a model whose trace failed
 
 Progress = Callable[[str], None]
 
@@ -114,26 +109,28 @@ def run_zoo(
     """Trace each model once and check it against every release with a kernel list."""
     from opcheck.core.oplist import OpList
     from opcheck.tracers.api import trace
+    from opcheck.tracers.composites import composites_with_kernels
 
     wanted = specs(models)
     releases = [r for r in cat.releases if r.has_kernels]
     if not releases:
         raise UsageError("the catalog has no release with a kernel list")
     say = progress or (lambda _m: None)
+    watch = composites_with_kernels(cat)
 
     def one(item: tuple[str, str]) -> tuple[str, OpList | str, float]:
         name, spec = item
         start = time.perf_counter()
         ol: OpList | str
         try:
-            listing = trace(None, model_spec=spec, timeout=timeout, memory_mb=memory_mb)
+            listing = trace(None, model_spec=spec, timeout=timeout, memory_mb=memory_mb,
+                            composites=watch)
         except OpcheckError as exc:
             ol = _one_line(str(exc)) or type(exc).__name__
         else:
             # a trace cut short by data-dependent control flow lists only part of the model:
             # its coverage would look better than it is
-            cut = [n for n in listing.notes if n.startswith("INCOMPLETE")]
-            ol = _one_line(cut[0]) if cut else listing
+            ol = listing if listing.complete else _one_line(f"INCOMPLETE: {listing.stopped}")
         took = time.perf_counter() - start
         say(f"traced {name} ({took:.1f} s)")
         return name, ol, took
@@ -152,12 +149,12 @@ def run_zoo(
         say(f"checking {name} against {len(releases)} releases")
         for rel in releases:
             rep = check(cat, ol, rel)
-            problems = [f for f in rep.ops if f.status in PROBLEM]
+            problems = [f for f in rep.ops if f.status.is_problem]
+            # one count column per status (ZooRec and the zoo_result table name them alike)
+            counts: dict[str, Any] = {s.value: rep.counts[s.value] for s in Status}
             result.rows.append(ZooRec(
-                model=name, torch_npu=rel.torch_npu, verdict=rep.verdict,
-                npu=rep.counts["npu"], composite=rep.counts["composite"],
-                cpu_fallback=rep.counts["cpu_fallback"], unsupported=rep.counts["unsupported"],
-                unknown=rep.counts["unknown"], fallback_calls=rep.fallback_calls,
+                model=name, torch_npu=rel.torch_npu, verdict=rep.verdict.value, **counts,
+                fallback_calls=rep.fallback_calls,
                 problem_ops=",".join(f"{f.op}={f.status}" for f in problems),
                 traced_with=ol.torch_version,
             ))
@@ -166,15 +163,21 @@ def run_zoo(
     return result
 
 
-def catalog_from_snapshot(folder: Path, path: Path) -> Path:
+def catalog_from_snapshot(
+    folder: Path, path: Path, *, attach: Callable[[CatalogData], None] | None = None
+) -> Path:
     """Build the catalog of the snapshot in ``folder`` into ``path``: zoo rows stored in a
-    snapshot must come from that snapshot's facts, not from whatever catalog is in use."""
-    from opcheck.contrib.workarounds import attach
+    snapshot must come from that snapshot's facts, not from whatever catalog is in use.
+
+    ``attach`` adds the contributed facts a user's catalog holds (the CLI hands in
+    ``opcheck.contrib``'s workarounds, a layer the checker does not import); the zoo's verdicts
+    do not depend on them."""
     from opcheck.db.build import write_catalog
     from opcheck.db.snapshot import read_snapshot
 
     data = read_snapshot(folder)
-    attach(data)
+    if attach is not None:
+        attach(data)
     return write_catalog(data, path)
 
 
@@ -200,7 +203,7 @@ def from_rows(rows: Sequence[ZooRec]) -> ZooResult:
     return ZooResult(models=models, releases=releases, rows=list(rows))
 
 
-# ---------------------------------------------------------------- rendering
+# ------------------------------------------ the table every view shows (formats, the CLI)
 
 
 def cell(row: ZooRec | None) -> str:
@@ -209,7 +212,7 @@ def cell(row: ZooRec | None) -> str:
         return "–"
     if row.verdict == ERROR:
         return ERROR
-    bad = row.cpu_fallback + row.unsupported + row.unknown
+    bad = sum(getattr(row, s.value) for s in Status if s.is_problem)
     return f"{row.verdict} ({bad})" if bad else row.verdict
 
 
@@ -223,67 +226,3 @@ def grouped(result: ZooResult) -> list[tuple[str, str, list[str]]]:
         else:
             out.append((rel, rel, cells))
     return out
-
-
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def to_markdown(result: ZooResult) -> str:
-    traced = sorted({r.traced_with for r in result.rows if r.traced_with})
-    lines = [
-        "# opcheck zoo: well-known architectures on torch_npu releases",
-        "",
-        f"{len(result.models)} models × {len(result.releases)} releases with a kernel list"
-        + (f"; traced with torch {', '.join(traced)}" if traced else "") + ".",
-        "",
-        "A cell is the verdict on that release and, in brackets, how many ops fall back to the "
-        "CPU, are unsupported or unknown. `YES`: every op runs on the NPU; `MAYBE`: some fall "
-        "back to the CPU (or are unknown); `NO`: some are unsupported; `ERROR`: the trace failed. "
-        "Kernel coverage only: documented per-API restrictions (dtype limits per product) are "
-        "left out (`opcheck check` reports them). Releases built for an older torch may receive "
-        "op names that differ from this trace's.",
-        "",
-        "| torch_npu | " + " | ".join(_md_escape(m) for m in result.models) + " |",
-        "|---|" + "---|" * len(result.models),
-    ]
-    # consecutive releases with the same results share a line: 77 releases fold into ~20
-    for first, last, cells in grouped(result):
-        label = first if first == last else f"{first} – {last}"
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    newest = result.releases[-1] if result.releases else ""
-    lines += ["", f"## Problem ops on the newest release ({newest})", ""]
-    for m in result.models:
-        row = result.row(m, newest)
-        if row is None:
-            continue
-        if row.verdict == ERROR:
-            lines.append(f"- **{_md_escape(m)}**: ERROR: {_md_escape(row.error)}")
-            continue
-        findings = result.newest.get(m)
-        if findings is not None:
-            items = [
-                f"`{f.op}` {f.status} ({f.count} call{'s' if f.count != 1 else ''}"
-                + (f"; NPU kernel from {f.first_npu_release_any}" if f.first_npu_release_any
-                   else "") + ")"
-                for f in findings
-            ]
-        else:
-            items = [f"`{op}` {status}" for op, _, status in
-                     (p.partition("=") for p in row.problem_ops.split(",") if p)]
-        lines.append(f"- **{_md_escape(m)}**: {row.verdict}: " + ("; ".join(items) if items else
-                                                        "every op runs on the NPU"))
-    return "\n".join(lines) + "\n"
-
-
-def to_csv(result: ZooResult) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_COLUMNS)
-    for r in result.rows:
-        w.writerow([getattr(r, c) for c in CSV_COLUMNS])
-    return buf.getvalue()
-
-
-def to_json(result: ZooResult) -> str:
-    return json.dumps(result.to_json(), indent=2) + "\n"

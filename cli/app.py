@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
@@ -18,7 +19,26 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    # sub-commands inherit it: `opcheck check -h` works too
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from opcheck import __version__
+
+        typer.echo(f"opcheck {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print opcheck's version and exit.")] = False,
+) -> None:
+    pass
 
 
 def _register() -> None:
@@ -29,12 +49,13 @@ def _register() -> None:
         commands_check,
         commands_data,
         commands_env,
+        commands_run,
         commands_serve,
         commands_zoo,
     )
 
     for module in (commands_catalog, commands_check, commands_env, commands_data, commands_serve,
-                   commands_zoo):
+                   commands_zoo, commands_run):
         module.register(app)
 
 
@@ -64,4 +85,14 @@ _register()
 
 
 def main() -> None:
-    app(args=route(sys.argv[1:]), prog_name="opcheck")
+    try:
+        app(args=route(sys.argv[1:]), prog_name="opcheck")
+    finally:
+        # Output still buffered when the reader of stdout has gone (`| head -1`) would fail
+        # at exit with "Exception ignored" and exit code 120: flush it here, quietly.
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            from opcheck.cli.common import quiet_stdout
+
+            quiet_stdout()

@@ -12,8 +12,8 @@ from opcheck.cli.common import CatalogOpt, FormatOpt, handle_errors
 
 
 def _catalog(path: Path | None) -> Any:
+    from opcheck.cli.common import open_catalog
     from opcheck.db.catalog import Catalog
-    from opcheck.db.engine import open_catalog
 
     return Catalog.load(open_catalog(path))
 
@@ -33,36 +33,20 @@ def op(
     """An op's history across releases: status and kernel family per release."""
     with handle_errors():
         _check_format(fmt)
-        from opcheck.checker.queries import op_history
+        from opcheck.checker.history import HistoryFacts, describe_op
+        from opcheck.contrib.workarounds import workaround_lookup
+        from opcheck.core.errors import UsageError
         from opcheck.core.opname import canonical
 
         cat = _catalog(catalog)
         opname = canonical(name)
-        rows = op_history(cat, opname)
-        first_any = next((h.release.torch_npu for h in rows
-                          if h.resolution and h.resolution.status == "npu"), "")
-        info = cat.operators.get(opname)
+        hist = describe_op(HistoryFacts.load(cat, workaround_lookup(cat)), opname)
+        if not hist.known:
+            raise UsageError(f"{opname} is not in the catalog "
+                             "(check the spelling: aten::name.overload)")
+        rows, info, first_any = hist.rows, hist.info, hist.first_npu
         if fmt == "json":
-            doc = {
-                "schema_version": 1,
-                "op": opname,
-                "kernel_kind": info.kernel_kind if info else "",
-                "structured_delegate": info.structured_delegate if info else "",
-                "first_npu_release": first_any,
-                "releases": [
-                    {
-                        "torch_npu": h.release.torch_npu, "torch": h.release.torch,
-                        "train": h.release.train, "cann": h.release.cann,
-                        "kernel_source": h.release.kernel_source,
-                        "status": h.resolution.status if h.resolution else None,
-                        "kernel": h.resolution.kernel if h.resolution else None,
-                        "aclnn": h.resolution.aclnn if h.resolution else None,
-                        "via": list(h.resolution.via) if h.resolution else [],
-                    }
-                    for h in rows
-                ],
-            }
-            typer.echo(json.dumps(doc, indent=2))
+            typer.echo(json.dumps(hist.to_json(), indent=2))
             return
         from rich.table import Table
 
@@ -108,8 +92,9 @@ def releases(fmt: FormatOpt = "table", catalog: CatalogOpt = None) -> None:
                  "date": r.date}
                 for r in cat.releases]}, indent=2))
             return
-        from rich.console import Console
         from rich.table import Table
+
+        from opcheck.cli.render import stdout_console
 
         table = Table(show_edge=False)
         for col in ("torch_npu", "torch", "train", "CANN", "Python", "tag", "kernels from"):
@@ -117,7 +102,7 @@ def releases(fmt: FormatOpt = "table", catalog: CatalogOpt = None) -> None:
         for r in cat.releases:
             table.add_row(r.torch_npu, r.torch, r.train, r.cann or "?", r.pythons.replace(",", " "),
                           r.tag, r.kernel_source)
-        Console().print(table)
+        stdout_console().print(table)
 
 
 def diff(
@@ -166,73 +151,34 @@ def sync(
     catalog stays in place.
     """
     with handle_errors():
-        from opcheck.core.errors import UsageError
-        from opcheck.core.paths import cache_dir
-        from opcheck.db.build import write_catalog
-        from opcheck.db.engine import synced_catalog_path
-        from opcheck.db.snapshot import write_snapshot
-        from opcheck.sync.pipeline import collect, installed_universe
-        from opcheck.sync.sources import HttpSource, MirrorSource, PipWheelSource, SavingSource
-
-        if (mirror is None) == (not live):
-            raise UsageError("give exactly one of --mirror DIR or --live")
-        wanted: list[str] | None = None
-        if mirror is not None:
-            if not mirror.is_dir():
-                raise UsageError(f"mirror directory {mirror} does not exist")
-            source: Any = MirrorSource(mirror)
-        else:
-            pip = PipWheelSource(cache_dir() / "wheels")
-            source = HttpSource(host=host, cache_dir=cache_dir() / "http", wheels=pip)
-            wanted = None if wheels == "all" else [] if wheels == "none" else wheels.split(",")
-        if save_mirror is not None:
-            source = SavingSource(source, save_mirror)
-        universe = installed_universe()
-        if universe is None:
-            raise UsageError("the ATen op list comes from the installed torch: "
-                             "pip install 'opcheck[trace]' (or torch) first")
         from rich.console import Console
         from rich.markup import escape
 
+        from opcheck.contrib.workarounds import attach
+        from opcheck.sync.pipeline import SyncOptions, run_sync
+
+        opts = SyncOptions(mirror=mirror, live=live, host=host, wheels=wheels,
+                           save_mirror=save_mirror, snapshot=snapshot, catalog=catalog)
         # soft_wrap: a failure is one line naming file:line; wrapping at the console width
         # would cut the path in two (CI logs). escape: upstream text is not rich markup.
         err = Console(stderr=True, soft_wrap=True)
         with err.status("collecting") as status:
-            result = collect(source, universe=universe, progress=lambda m: status.update(m),
-                             wheels=_live_wheels(source, wanted) if live else None)
+            out = run_sync(opts, progress=lambda m: status.update(m), before_write=attach)
+        result = out.result
         for note in result.notes:
             err.print(f"note: {escape(note)}")
-        if result.failures:
+        if out.catalog is None:
             for f in result.failures:
                 err.print(f"[red]failed:[/red] {escape(f)}")
             err.print(f"{len(result.failures)} source(s) failed; the catalog was not replaced")
             raise typer.Exit(1)
-        from opcheck.contrib.workarounds import attach
-
-        target = catalog or synced_catalog_path()
-        attach(result.data)
-        write_catalog(result.data, target)
         d = result.data
         usable = sum(1 for r in d.releases if r.kernel_source != "none")
-        err.print(f"catalog {target}: {len(d.releases)} releases ({usable} with kernel lists), "
+        err.print(f"catalog {out.catalog}: {len(d.releases)} releases ({usable} with kernel lists), "
                   f"{len(d.operators)} operators, {len(d.kernels)} kernel facts, "
                   f"{len(d.sources)} sources; {len(result.conflicts)} table conflicts resolved")
-        if snapshot is not None:
-            write_snapshot(d, snapshot)
-            err.print(f"snapshot written to {snapshot}")
-
-
-def _live_wheels(source: Any, wanted: list[str] | None) -> list[str] | None:
-    """Live mode cannot list a package index: ask for every release from the matrix."""
-    if wanted is not None:
-        return wanted
-    from opcheck.core.versions import release_key
-    from opcheck.scrapers.releases import load_matrix
-
-    matrix, _tags, _tables = load_matrix(source)
-    # torch-npu wheels are published from 2.1.0.post8 on (DOMAIN.md).
-    return [r.torch_npu_version for r in matrix.rows
-            if release_key(r.torch_npu_version) >= release_key("2.1.0.post8")]
+        if out.snapshot is not None:
+            err.print(f"snapshot written to {out.snapshot}")
 
 
 def register(app: typer.Typer) -> None:

@@ -18,8 +18,8 @@ DirOpt = Annotated[Path | None, typer.Option("--dir", help="Entries folder (defa
 
 
 def _known(catalog: Path | None) -> tuple[Any, set[str], list[str]]:
+    from opcheck.cli.common import open_catalog
     from opcheck.db.catalog import Catalog
-    from opcheck.db.engine import open_catalog
 
     cat = Catalog.load(open_catalog(catalog))
     return cat, set(cat.operators), [r.torch_npu for r in cat.releases]
@@ -30,31 +30,48 @@ def new(
     op: Annotated[str, typer.Argument(help="The op the entry is about, e.g. aten::isin.Tensor_Tensor")],
     author: Annotated[str, typer.Option("--author")] = "your-github-handle",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout", show_default=False)] = None,
+    folder: DirOpt = None,
 ) -> None:
-    """Scaffold a valid entry for OP to fill in."""
+    """Scaffold a valid entry for OP to fill in, with an id no entry in the folder has."""
     with handle_errors():
-        from opcheck.contrib.workarounds import scaffold
+        from opcheck.cli.common import ensure_writable, write_output
+        from opcheck.contrib.workarounds import default_workarounds_dir, existing_ids, scaffold
+        from opcheck.core.errors import UsageError
 
-        text = scaffold(op, author=author)
+        ensure_writable(output)
+        text = scaffold(op, author=author, taken=existing_ids(folder or default_workarounds_dir()))
         if output is None:
             typer.echo(text, nl=False)
         else:
             if output.exists():
-                from opcheck.core.errors import UsageError
-
                 raise UsageError(f"{output} exists; not overwriting it")
-            output.write_text(text, encoding="utf-8")
+            write_output(output, text)
             typer.echo(f"wrote {output}", err=True)
+
+
+def _op_history(cat: Any) -> Any:
+    """op → [(release, status)] on every release with a kernel list, oldest first: what lint
+    checks release ranges and ``fixed_in`` claims against."""
+    from opcheck.checker.resolve import Resolver
+
+    resolvers = [(r.torch_npu, Resolver(cat, r.torch_npu)) for r in cat.releases if r.has_kernels]
+
+    def history(op: str) -> list[tuple[str, str]]:
+        return [(rel, str(res.resolve(op).status)) for rel, res in resolvers]
+
+    return history
 
 
 @workaround_app.command("lint")
 def lint_cmd(folder: DirOpt = None, catalog: CatalogOpt = None) -> None:
-    """Check every entry: schema, duplicate ids, op names and release ranges against the catalog."""
+    """Check every entry: schema, placeholders left from `workaround new`, duplicate ids, op
+    names, and release ranges and `fixed_in` against the catalog."""
     with handle_errors():
         from opcheck.contrib.workarounds import default_workarounds_dir, lint
 
-        _cat, ops, releases = _known(catalog)
-        problems = lint(folder or default_workarounds_dir(), known_ops=ops, known_releases=releases)
+        cat, ops, releases = _known(catalog)
+        problems = lint(folder or default_workarounds_dir(), known_ops=ops, known_releases=releases,
+                        op_history=_op_history(cat))
         for p in problems:
             where = f"{p.file}:{p.line}" if p.line else p.file
             typer.echo(f"{where}: {p.code}: {p.message}", err=True)
@@ -68,16 +85,22 @@ def verify_cmd(
     ids: Annotated[list[str] | None, typer.Argument(help="Entry ids (default: every entry with a rewrite)", show_default=False)] = None,
     folder: DirOpt = None,
     fmt: FormatOpt = "table",
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds each entry's code may run")] = 120.0,
+    memory_mb: Annotated[int, typer.Option("--memory-mb", help="Memory limit of each entry's process")] = 4096,
     catalog: CatalogOpt = None,
 ) -> None:
-    """Run each rewrite against the original on the CPU, then check the ops it uses run on the
-    NPU on every release the entry applies to."""
+    """Run each rewrite against the original on the CPU (in a child process with a timeout and
+    a memory limit: entry code is contributed code), then check the ops it uses run on the NPU
+    on every release the entry applies to."""
+    failed = False
     with handle_errors():
         from opcheck.checker.resolve import Resolver
-        from opcheck.contrib.verify import fake_npu_trace_ops, verify_all
+        from opcheck.contrib.verify import verify_all_isolated
         from opcheck.contrib.workarounds import default_workarounds_dir, load_dir
         from opcheck.core.errors import UsageError
 
+        if fmt not in ("table", "json"):
+            raise UsageError(f"unknown format {fmt!r} (choose from table, json)")
         cat, _ops, _rels = _known(catalog)
         entries = load_dir(folder or default_workarounds_dir())
         if ids:
@@ -94,21 +117,25 @@ def verify_cmd(
             return resolvers[release].resolve(op).status
 
         releases = [r.torch_npu for r in cat.releases if r.has_kernels]
-        results = verify_all(entries, op_status=op_status, releases=releases,
-                             trace_ops=fake_npu_trace_ops,
-                             ok_statuses=frozenset({"npu", "composite"}))
+        results = verify_all_isolated(entries, op_status=op_status, releases=releases,
+                                      fake_npu=True, timeout=timeout, memory_mb=memory_mb,
+                                      ok_statuses=frozenset({"npu", "composite"}))
+        # decided before writing: a reader closing stdout early must not change the exit code
+        failed = not all(r.ok for r in results)
         if fmt == "json":
             typer.echo(json.dumps([{"id": r.entry, "ok": r.ok, "cases": r.cases,
+                                    "edge_cases": r.edge_cases,
                                     "ops": sorted(r.ops), "problems": r.problems,
                                     "skipped": r.skipped} for r in results], indent=2))
         else:
             for r in results:
                 mark = "ok  " if r.ok else "FAIL"
-                typer.echo(f"{mark} {r.entry}: {r.cases} cases, {len(r.ops)} ops")
+                typer.echo(f"{mark} {r.entry}: {r.cases} cases (+{r.edge_cases} edge cases), "
+                           f"{len(r.ops)} ops")
                 for p in r.problems:
                     typer.echo(f"     {p}")
-        if not all(r.ok for r in results):
-            raise typer.Exit(1)
+    if failed:
+        raise typer.Exit(1)
 
 
 @workaround_app.command("schema")
@@ -117,13 +144,15 @@ def schema_cmd(
 ) -> None:
     """The entries' JSON Schema (for editors)."""
     with handle_errors():
+        from opcheck.cli.common import ensure_writable, write_output
         from opcheck.contrib.workarounds import json_schema
 
+        ensure_writable(output)
         text = json.dumps(json_schema(), indent=2) + "\n"
         if output is None:
             typer.echo(text, nl=False)
         else:
-            output.write_text(text, encoding="utf-8")
+            write_output(output, text)
 
 
 def explain(
@@ -132,59 +161,122 @@ def explain(
     fmt: FormatOpt = "table",
     catalog: CatalogOpt = None,
 ) -> None:
-    """Explain a runtime log: each known problem once with its fix, and for every op named in
-    CPU-fallback warnings its catalog status and workarounds."""
+    """Explain a runtime log: each failure once with its log line (the aclnn function, error
+    code, CANN message and the rule it broke), known problems with their fix, and the catalog
+    status of every op the log names. Reads UTF-8 and UTF-16 logs, and logs without newlines."""
     with handle_errors():
-        from opcheck.checker.check import check
-        from opcheck.checker.queries import select_target
         from opcheck.cli.commands_check import _installed_torch
+        from opcheck.cli.common import open_catalog
         from opcheck.contrib.troubleshoot import explain as run_explain
-        from opcheck.contrib.troubleshoot import explain_file, iter_lines
-        from opcheck.contrib.workarounds import workaround_lookup
-        from opcheck.core.oplist import OpList, OpUse
+        from opcheck.contrib.troubleshoot import explain_file, log_records, report_log
         from opcheck.db.catalog import Catalog
-        from opcheck.db.engine import open_catalog
 
-        result = (run_explain(iter_lines(sys.stdin.buffer)) if log == "-"
-                  else explain_file(Path(log)))
+        progress = None
+        if log != "-" and sys.stderr.isatty():
+            size = max(Path(log).stat().st_size, 1) if Path(log).is_file() else 1
+
+            def progress(n: int) -> None:
+                typer.echo(f"\rreading {log}: {n >> 20} of {size >> 20} MB", err=True, nl=False)
+
+        result = (run_explain(log_records(sys.stdin.buffer)) if log == "-"
+                  else explain_file(Path(log), progress=progress))
+        if progress is not None:
+            typer.echo("\r\x1b[K", err=True, nl=False)
         cat = Catalog.load(open_catalog(catalog))
-        target = select_target(cat, torch_npu=torch_npu, installed_torch=_installed_torch())
-        oplist = OpList(model=log, method="log", ir="log",
-                        ops=[OpUse(o.op, o.count, locations=[f"{log}:{o.first_line}"])
-                             for o in result.ops.values()])
-        report = check(cat, oplist, target, workarounds=workaround_lookup(cat))
+        rep = report_log(result, cat, torch_npu=torch_npu, installed_torch=_installed_torch())
         if fmt == "json":
-            doc = result.as_dict()
-            doc["target"] = report.target
-            doc["op_status"] = [{"op": f.op, "status": f.status, "kernel": f.kernel,
-                                 "first_npu_release": f.first_npu_release,
-                                 "workarounds": [w.id for w in f.workarounds]}
-                                for f in report.ops]
-            typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+            typer.echo(json.dumps(rep.as_dict(), indent=2, ensure_ascii=False))
             return
-        from rich.console import Console
-        from rich.markdown import Markdown
+        _print_explained(rep)
 
-        con = Console()
-        if not result.hits:
+
+def _print_explained(rep: Any) -> None:
+    from rich.markdown import Markdown
+    from rich.markup import escape
+
+    from opcheck.cli.render import stdout_console
+
+    con = stdout_console()
+    result = rep.result
+    for p in rep.problems:
+        a = p.anchor
+        head = f"line {a.line}" + (f" (and {a.count - 1} more)" if a.count > 1 else "")
+        con.print(f"[bold]{head}:[/bold] {escape(a.text[:200])}")
+        if p.where:
+            con.print(f"  in your code: {escape(p.where)}")
+        shown = {a.line}
+        for f in p.parts:
+            if f.line not in shown:
+                shown.add(f.line)
+                con.print(f"  [dim]line {f.line}: {escape(f.text[:160])}[/dim]")
+        c = p.code
+        if c is not None:
+            name = f" {c.name}" if c.name else ""
+            if c.known:
+                con.print(f"  code {c.code}{escape(name)}: {escape(c.meaning or 'documented by CANN')}")
+            else:
+                fam = f"; its family {escape(c.family)}: {escape(c.meaning)}" if c.family else ""
+                parsed = ", ".join(x for x in (
+                    f"function {', '.join(p.functions)}" if p.functions else "",
+                    f"message {p.messages[0][:120]!r}" if p.messages else "") if x)
+                con.print(f"  code {c.code}: unknown to opcheck's code tables{fam}"
+                          + (f" (parsed: {escape(parsed)})" if parsed else ""))
+            for d in c.documented[:3]:
+                what = ", ".join(x for x in (d.triggers, d.params) if x) or "see the doc"
+                con.print(f"  {d.function} documents {c.code} for: {escape(what)}"
+                          + (f"  ({d.url}#L{d.line})" if d.url else ""))
+        for o in p.other_codes:
+            what = f"{o.name}: {o.meaning}" if o.known else (
+                f"unknown to opcheck's code tables; its family {o.family}: {o.meaning}"
+                if o.family else "unknown to opcheck's code tables")
+            con.print(f"  code {o.code}: {escape(what)}")
+        if p.kernels:
+            con.print(f"  failing kernel: {escape(', '.join(p.kernels))}")
+        if p.dtypes:
+            con.print(f"  rejected dtype: {', '.join(p.dtypes)}")
+        if p.messages and p.rule is None:
+            con.print(f"  CANN says: {escape(p.messages[0][:300])}")
+        if p.rule is not None:
+            con.print(f"  [bold]rule broken:[/bold] {escape(p.rule_text)}"
+                      + (f"  ({p.rule.doc})" if p.rule.doc else ""))
+            con.print(f"  cause: {escape(p.rule.cause)}")
+            con.print(f"  fix: {escape(p.rule.fix)}")
+        elif c is not None and c.fix:
+            con.print(f"  what to do: {escape(c.fix)}")
+        for sig in p.signatures:
+            con.print(f"  also: {escape(sig.title)}: {escape(sig.fix)}")
+        if p.ops:
+            con.print(f"  ATen ops the catalog links to {', '.join(p.functions)}: {', '.join(p.ops)}")
+        if p.workarounds:
+            con.print(f"  workarounds: {', '.join(p.workarounds)}")
+    for hit, workarounds in rep.signatures:
+        sig = hit.signature
+        con.print(f"[bold]{escape(sig.title)}[/bold]  ({sig.category.value}; {hit.count}× "
+                  f"from line {hit.first_line})")
+        con.print(f"  [dim]{escape(hit.first_text[:160])}[/dim]")
+        con.print(f"  cause: {escape(sig.cause)}")
+        con.print(Markdown(sig.fix))
+        if workarounds:
+            con.print(f"  workarounds: {', '.join(workarounds)}")
+    if not rep.problems and not rep.signatures:
+        if result.error_lines:
+            n, text = result.first_error
+            con.print(f"no known problem in {result.lines} lines; {result.error_lines} line(s) "
+                      f"look like errors, the first (line {n}): {escape(text[:200])}")
+        else:
             con.print(f"no known problem in {result.lines} lines")
-        for hit in result.hits.values():
-            sig = hit.signature
-            con.print(f"[bold]{sig.title}[/bold]  ({sig.category.value}; {hit.count}× "
-                      f"from line {hit.first_line})")
-            con.print(f"  [dim]{hit.first_text[:160]}[/dim]")
-            con.print(f"  cause: {sig.cause}")
-            con.print(Markdown(sig.fix))
-            if sig.workarounds:
-                con.print(f"  workarounds: {', '.join(sig.workarounds)}")
-        if report.ops:
-            con.print(f"\nops named in the log, on torch_npu {target.torch_npu} "
-                      f"(CANN {target.cann or '?'}):")
-            for f in report.ops:
-                first = f.first_npu_release or f.first_npu_release_any or "none"
-                wa = ", ".join(w.id for w in f.workarounds)
-                con.print(f"  {f.op}: {f.status} {f.kernel}  first NPU release: {first}"
-                          + (f"  workarounds: {wa}" if wa else ""))
+    if rep.ops:
+        con.print(f"\nops named in the log, on torch_npu {rep.release} (CANN {rep.cann or '?'}):")
+        for o in rep.ops:
+            # an op that runs on the target needs no "first release" (it read "none" before)
+            first_rel = o.first_npu_release or o.first_npu_release_any
+            first = "" if o.status in ("npu", "composite") else (
+                f"  first NPU release: {first_rel}" if first_rel
+                else "  not in the catalog" if o.status == "unknown"
+                else "  no NPU kernel in any release")
+            via = f"  (via {o.via})" if o.via else ""
+            wa = f"  workarounds: {', '.join(o.workarounds)}" if o.workarounds else ""
+            con.print(f"  {o.op}: {o.status} {o.kernel}{first}{via}{wa}")
 
 
 def register(app: typer.Typer) -> None:

@@ -17,8 +17,8 @@ _STYLE = {"ok": "green", "mismatch": "bold red", "warning": "yellow", "absent": 
 
 
 def _catalog(path: Path | None) -> Any:
+    from opcheck.cli.common import open_catalog
     from opcheck.db.catalog import Catalog
-    from opcheck.db.engine import open_catalog
 
     return Catalog.load(open_catalog(path))
 
@@ -32,10 +32,11 @@ def render(assessment: Any, console: Any | None = None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from opcheck.env.environment import Assessment
+    from opcheck.cli.render import stdout_console
+    from opcheck.env.assess import Assessment
 
     assert isinstance(assessment, Assessment)
-    con = console if isinstance(console, Console) else Console()
+    con = console if isinstance(console, Console) else stdout_console()
     inv = assessment.inventory
     table = Table(show_edge=False, show_header=False, title="environment", title_justify="left")
     table.add_column("what", style="bold")
@@ -103,7 +104,8 @@ def env(fmt: FormatOpt = "table", catalog: CatalogOpt = None) -> None:
 
         if fmt not in ("table", "json"):
             raise UsageError(f"unknown format {fmt!r} (choose from table, json)")
-        from opcheck.env.environment import assess, collect
+        from opcheck.env.assess import assess
+        from opcheck.env.probe import collect
 
         cat = _catalog(catalog)
         result = assess(collect(), cat)

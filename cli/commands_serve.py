@@ -23,33 +23,39 @@ def serve(
     workers: Annotated[int | None, typer.Option(
         "--workers", "-w", help="Server processes (default: one per CPU core, at most 4); "
                                 "each renders pages on its own core", show_default=False)] = None,
+    allow_sql: Annotated[bool | None, typer.Option(
+        "--allow-sql/--no-allow-sql",
+        help="Let visitors run their own read-only SQL (time-limited, rationed per client). "
+             "Default: on for a loopback --host, off otherwise and for --export; canned "
+             "queries, tables, facets and search work either way", show_default=False)] = None,
     catalog: CatalogOpt = None,
 ) -> None:
     """Serve the catalog read-only with Datasette: tables, canned queries, a page per op
     (/-/op/OP) and an op-list checker (/-/check)."""
     with handle_errors():
+        from opcheck.cli.common import open_catalog, resolve_catalog_path
         from opcheck.core.errors import UsageError
-        from opcheck.db.engine import open_catalog, resolve_catalog_path
 
         try:
             import datasette  # noqa: F401
 
-            from opcheck.web import serve as serving
+            from opcheck.web import app as site
+            from opcheck.web import server
         except ImportError:
             raise UsageError("Datasette is not installed: pip install 'datasette>=0.65,<1' "
                              "datasette-render-markdown") from None
         path = resolve_catalog_path(catalog)
         open_catalog(path).dispose()  # schema check: one clear error before the server starts
         if export is not None:
-            args = serving.export(path, export)
+            args = site.export(path, export, allow_sql=bool(allow_sql))
             typer.echo("datasette serve " + shlex.join(args))
             return
         if not 0 < port < 65536:
             raise UsageError(f"--port must be 1-65535, not {port}")
-        n = serving.default_workers() if workers is None else workers
+        n = server.default_workers() if workers is None else workers
         if not 1 <= n <= 64:
             raise UsageError(f"--workers must be 1-64, not {n}")
-        serving.serve(path, host=host, port=port, workers=n)
+        server.serve(path, host=host, port=port, workers=n, allow_sql=allow_sql)
 
 
 def register(app: typer.Typer) -> None:

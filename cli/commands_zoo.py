@@ -8,15 +8,15 @@ from typing import Annotated, Any
 
 import typer
 
+from opcheck.checker.formats import ZOO_FORMATS
 from opcheck.cli.common import CatalogOpt, handle_errors
 
-FORMATS = ("table", "markdown", "csv", "json")
-VERDICT_STYLE = {"YES": "green", "MAYBE": "yellow", "NO": "bold red", "ERROR": "magenta"}
+ERROR_STYLE = "magenta"  # a model whose trace failed (no verdict)
 
 
 def zoo(
     models: Annotated[list[str] | None, typer.Argument(help="Zoo models to run (default: all), or file.py:factory specs", show_default=False)] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table | markdown | csv | json")] = "table",
+    fmt: Annotated[str, typer.Option("--format", "-f", help=ZOO_FORMATS.help_text())] = "table",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the table to a file", show_default=False)] = None,
     snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Check against the snapshot in DIR and store the rows in DIR/zoo.tsv (rows of the models run are replaced)", show_default=False)] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds each sandboxed trace may take")] = 300.0,
@@ -32,12 +32,14 @@ def zoo(
     code = 0
     with handle_errors():
         from opcheck.checker import zoo as zoo_mod
+        from opcheck.cli.common import open_catalog, workaround_contributions
         from opcheck.core.errors import UsageError
         from opcheck.db.catalog import Catalog
-        from opcheck.db.engine import open_catalog
 
-        if fmt not in FORMATS:
-            raise UsageError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+        ZOO_FORMATS.get(fmt)  # an unknown format is a usage error before anything is traced
+        from opcheck.cli.common import ensure_writable
+
+        ensure_writable(output)
         if jobs < 1:
             raise UsageError("--jobs must be at least 1")
         zoo_mod.specs(models)  # a bad name is a usage error before anything is traced
@@ -46,7 +48,9 @@ def zoo(
                 if catalog is not None:
                     raise UsageError("--snapshot DIR checks against the catalog built from DIR's "
                                      "snapshot: drop --catalog")
-                path = zoo_mod.catalog_from_snapshot(snapshot, Path(tmp) / "catalog.sqlite")
+                path = zoo_mod.catalog_from_snapshot(
+                    snapshot, Path(tmp) / "catalog.sqlite",
+                    attach=workaround_contributions().attach)
                 cat = Catalog.load(open_catalog(path))
             else:
                 cat = Catalog.load(open_catalog(catalog))
@@ -65,8 +69,8 @@ def zoo(
             path = write_zoo(zoo_mod.merge_rows(read_zoo(snapshot), result), snapshot)
             err.print(Text(f"zoo rows written to {path} (the catalog is rebuilt from it on "
                            "next use)"))
+        code = 1 if failed else 0  # decided before writing: a closed stdout must not change it
         _emit(result, fmt, output)
-        code = 1 if failed else 0
     raise typer.Exit(code)
 
 
@@ -80,9 +84,7 @@ def _run(zoo_mod: Any, cat: Any, models: list[str] | None, timeout: float, memor
 
 
 def _emit(result: Any, fmt: str, output: Path | None) -> None:
-    from opcheck.checker import zoo as zoo_mod
-
-    if fmt == "table":
+    if ZOO_FORMATS.get(fmt).terminal:
         from rich.console import Console
 
         from opcheck.cli.render import wide_console
@@ -93,10 +95,11 @@ def _emit(result: Any, fmt: str, output: Path | None) -> None:
         else:
             render_table(result, wide_console())
         return
-    text = {"markdown": zoo_mod.to_markdown, "csv": zoo_mod.to_csv,
-            "json": zoo_mod.to_json}[fmt](result)
+    text = ZOO_FORMATS.render(fmt, result)
     if output is not None:
-        output.write_text(text, encoding="utf-8")
+        from opcheck.cli.common import write_output
+
+        write_output(output, text)
     else:
         typer.echo(text, nl=False)
 
@@ -130,10 +133,19 @@ def render_table(result: Any, console: Any) -> None:
     console.print(Text("cell: verdict (ops that fall back to the CPU, are unsupported or unknown)"))
 
 
-def _styled(text: str) -> Any:
+def _styled(cell: str) -> Any:
+    """A zoo cell (``MAYBE (2)``, ``ERROR``, ``–``) in its verdict's colour."""
     from rich.text import Text
 
-    return Text(text, style=VERDICT_STYLE.get(text.split(" ", 1)[0], ""))
+    from opcheck.checker.zoo import ERROR
+    from opcheck.core.vocab import Verdict
+
+    word = cell.split(" ", 1)[0]
+    try:
+        style = ERROR_STYLE if word == ERROR else Verdict(word).cell_style
+    except ValueError:
+        style = ""
+    return Text(cell, style=style)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,15 +1,24 @@
-"""What every command shares: the catalog and format options, and error handling."""
+"""What every command shares: the catalog and format options, opening the catalog, and error
+handling."""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
-from opcheck.core.errors import OpcheckError
+from opcheck.core.errors import OpcheckError, UsageError
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from opcheck.db.data import CatalogData
+    from opcheck.db.engine import Contributions
 
 EXIT_ERROR = 2
 
@@ -23,14 +32,112 @@ FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table | json")]
 
 @contextmanager
 def handle_errors() -> Iterator[None]:
-    """Turn the library's errors into one line on stderr and exit code 2."""
+    """Turn the library's errors, and files that cannot be read or written, into one line on
+    stderr and exit code 2 (1 means findings, so an I/O failure must never end with it).
+
+    A reader that closes our stdout early (``opcheck ops.json | head -1``) is no error: the
+    rest of the output is dropped and the command ends with the exit code it had decided
+    before writing (commands decide it before they write)."""
     try:
         yield
+    except BrokenPipeError:
+        quiet_stdout()
     except OpcheckError as exc:
         typer.echo(f"opcheck: error: {exc}", err=True)
+        raise typer.Exit(EXIT_ERROR) from None
+    except OSError as exc:
+        typer.echo(f"opcheck: error: {describe_os_error(exc)}", err=True)
         raise typer.Exit(EXIT_ERROR) from None
     except KeyboardInterrupt:
         typer.echo("opcheck: interrupted", err=True)
         raise typer.Exit(130) from None
 
 
+def describe_os_error(exc: OSError) -> str:
+    """``cannot write out/r.json: No such file or directory``: one line, no errno noise."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{exc.filename}: {reason}" if exc.filename else reason
+
+
+def quiet_stdout() -> None:
+    """The reader of stdout went away: point fd 1 at /dev/null so what is still buffered, and
+    the flush at exit, cannot raise again (Python would print "Exception ignored" and exit
+    120)."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(fd, sys.stdout.fileno())
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):  # no real file descriptor (a test runner's buffer)
+        pass
+
+
+def ensure_writable(path: Path | None) -> None:
+    """Refuse an ``--output`` path that cannot be written before any work is done (a zoo run
+    takes minutes); the write itself still reports what this cannot foresee."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise UsageError(f"cannot write {path}: it is a directory")
+    parent = path.parent
+    if not parent.is_dir():
+        raise UsageError(f"cannot write {path}: no directory {parent}")
+    if not os.access(parent, os.W_OK) and not (path.exists() and os.access(path, os.W_OK)):
+        raise UsageError(f"cannot write {path}: permission denied")
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write a command's ``--output`` file; a path that cannot be written (missing folder, a
+    directory, /proc) is a usage error, one line and exit 2."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+@contextmanager
+def output_file(path: Path) -> Iterator[TextIO]:
+    """``open(path, "w")`` for renderers that stream (rich consoles), failing as
+    :func:`write_output` does."""
+    try:
+        with path.open("w", encoding="utf-8") as fh:
+            yield fh
+    except OSError as exc:  # opening, writing, or the flush at close
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _workarounds_digest() -> str:
+    from opcheck.contrib.workarounds import folder_digest
+
+    return folder_digest()
+
+
+def _attach_workarounds(data: CatalogData) -> None:
+    from opcheck.contrib.workarounds import attach
+
+    attach(data)
+
+
+def workaround_contributions() -> Contributions:
+    """The contributed workarounds (data/workarounds/ and op-plugin's deprecations), which the
+    catalog built on first use holds: storage does not import contrib, so they are handed in.
+    Imported on use only: most commands get a catalog that exists already."""
+    from opcheck.db.engine import Contributions
+
+    return Contributions(digest=_workarounds_digest, attach=_attach_workarounds)
+
+
+def resolve_catalog_path(explicit: Path | None = None) -> Path:
+    """The catalog file a command uses (``opcheck.db.engine.resolve_catalog_path``, with the
+    contributed workarounds in a catalog built on first use)."""
+    from opcheck.db import engine
+
+    return engine.resolve_catalog_path(explicit, contributions=workaround_contributions())
+
+
+def open_catalog(explicit: Path | None = None) -> Engine:
+    """A read-only engine on the catalog a command uses, its schema checked."""
+    from opcheck.db import engine
+
+    return engine.open_catalog(explicit, contributions=workaround_contributions())

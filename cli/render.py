@@ -2,49 +2,66 @@
 
 from __future__ import annotations
 
+import errno
+import functools
 from typing import TYPE_CHECKING
+
+from opcheck.core.vocab import Status
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-STATUS_STYLE = {
-    "npu": "green",
-    "composite": "cyan",
-    "cpu_fallback": "yellow",
-    "unsupported": "bold red",
-    "unknown": "magenta",
-}
-
 
 def status_text(status: str) -> str:
-    style = STATUS_STYLE.get(status, "")
-    return f"[{style}]{status}[/{style}]" if style else status
+    """A status in its colour (``Status.style``); text that is no status stays plain."""
+    try:
+        style = Status(status).style
+    except ValueError:
+        return status
+    return f"[{style}]{status}[/{style}]"
+
+
+@functools.cache
+def _console_class() -> type[Console]:
+    from rich.console import Console
+
+    class StdoutConsole(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would exit 1, the code for findings: let the command's handle_errors end
+            # it quietly with the exit code the command decided
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    return StdoutConsole
+
+
+def stdout_console(width: int | None = None) -> Console:
+    """A console on stdout, whose reader may close it early (``| head -1``)."""
+    return _console_class()(width=width)
 
 
 def wide_console() -> Console:
     """A console for tables: the terminal's width, or 140 columns when piped (CI logs, make)."""
     import sys
 
-    from rich.console import Console
-
-    return Console() if sys.stdout.isatty() else Console(width=140)
+    return stdout_console() if sys.stdout.isatty() else stdout_console(width=140)
 
 
 def render_report(report: object, console: object | None = None) -> None:
-    """The terminal view of a Report: header, verdict, problems table, then notes."""
+    """The terminal view of a Report (``--format table``): header, verdict, problems table,
+    then notes."""
     from rich.console import Console
     from rich.table import Table
 
     from opcheck.checker.check import Report
-    from opcheck.checker.report import _target_line, summary_line
+    from opcheck.checker.formats.text import summary_line, target_line
 
     assert isinstance(report, Report)
     con: Console = console if isinstance(console, Console) else wide_console()
     con.print(f"[bold]opcheck[/bold] {report.model}  ·  {report.method} ({report.ir}, {report.mode})")
-    con.print(f"target: {_target_line(report)}")
+    con.print(f"target: {target_line(report)}")
     for w in report.warnings:
         con.print(f"[yellow]warning:[/yellow] {w}")
-    verdict_style = {"YES": "bold green", "MAYBE": "bold yellow", "NO": "bold red"}[report.verdict]
+    verdict_style = report.verdict.style
     con.print(f"[{verdict_style}]{summary_line(report)}[/{verdict_style}]")
     problems = report.problems
     if problems:

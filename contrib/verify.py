@@ -7,20 +7,39 @@
     plug in the fake-NPU tracer and the catalog resolver; ``default_trace_ops`` records ops on
     CPU tensors, which is enough for tests and for rewrites built from plain tensor ops.
 
+Besides the entry's own cases, (a) runs edge cases derived from each of them
+(:func:`edge_cases`: large magnitudes, all negative, inf/-inf/nan, empty, non-contiguous): a
+rewrite that is only right on ``randn`` inputs fails. A derived case the original itself
+refuses (raises on) is skipped, not counted against the rewrite.
+
+Entry code is contributed code: ``opcheck workaround verify`` runs it with
+:func:`verify_isolated`, in a child process (``python -m opcheck.contrib.verify``) with a
+timeout and an address-space limit, so an infinite loop in ``inputs()`` or a replacement that
+allocates without bound fails that entry instead of hanging CI. The child runs (a) and traces
+the replacement's ops; the parent asks the catalog (b).
+
 torch is imported inside functions only: importing this module must stay cheap.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from opcheck.contrib.workarounds import Rewrite, Workaround
+from opcheck.contrib.workarounds import EDGE_CASES, EdgeCase, Rewrite, Workaround
 from opcheck.core.errors import CatalogError
 from opcheck.core.opname import canonical
+from opcheck.tracers.sandbox import MIN_MEMORY_MB, kill_group, set_limits
 
 TraceOps = Callable[[Callable[..., Any], Sequence[tuple[tuple[Any, ...], dict[str, Any]]]], set[str]]
 OpStatus = Callable[[str, str], str]
@@ -44,6 +63,7 @@ class VerifyResult:
     problems: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    edge_cases: int = 0  # derived cases run (those the original accepts)
 
     @property
     def ok(self) -> bool:
@@ -151,31 +171,156 @@ def _compare(expected: Any, actual: Any, rw: Rewrite, where: str) -> str | None:
     return None if expected == actual else f"{where}: {actual!r} != {expected!r}"
 
 
+Case = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+def _map_tensors(value: Any, fn: Callable[[Any], Any]) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map_tensors(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _map_tensors(v, fn) for k, v in value.items()}
+    return value
+
+
+def _tensors(value: Any) -> list[Any]:
+    found: list[Any] = []
+
+    def keep(t: Any) -> Any:
+        found.append(t)
+        return t
+
+    _map_tensors(value, keep)
+    return found
+
+
+def _large(t: Any) -> Any:
+    import torch
+
+    if not t.is_floating_point():
+        return t
+    # large, yet with room for a product or a square before the dtype overflows
+    return t * min(1e4, float(torch.finfo(t.dtype).max) ** 0.25)
+
+
+def _negative(t: Any) -> Any:
+    return -t.abs() - 1 if t.is_floating_point() else t
+
+
+def _emptied(case: Case) -> Case | None:
+    """The case with every tensor whose first dimension is the first tensor's (the batch, the
+    boxes of ``nms`` and their scores) cut to length 0 there; None when there is none."""
+    tensors = [t for t in _tensors(case) if t.dim() >= 1]
+    if not tensors or tensors[0].shape[0] == 0:
+        return None
+    n = tensors[0].shape[0]
+    return _map_tensors(  # type: ignore[no-any-return]
+        case, lambda t: t.narrow(0, 0, 0) if t.dim() >= 1 and t.shape[0] == n else t)
+
+
+def _noncontiguous(t: Any) -> Any:
+    import torch
+
+    if t.dim() == 0 or t.numel() < 2:
+        return t
+    # same shape and values, every stride doubled
+    wide = torch.empty((*t.shape, 2), dtype=t.dtype)
+    wide[..., 0] = t
+    return wide[..., 0]
+
+
+def _with_value(case: Case, value: float) -> Case:
+    """The case with ``value`` as the first element of its first non-empty floating tensor."""
+    import torch
+
+    done: list[bool] = []
+
+    def one(t: Any) -> Any:
+        if done or not t.is_floating_point() or t.numel() == 0:
+            return t
+        done.append(True)
+        out = t.clone(memory_format=torch.contiguous_format)
+        out.view(-1)[0] = value
+        return out
+
+    return _map_tensors(case, one)  # type: ignore[no-any-return]
+
+
+def edge_cases(cases: Sequence[Case], kinds: Iterable[EdgeCase] = EDGE_CASES) -> list[tuple[str, Case]]:
+    """(label, case) for the edge cases derived from each case, in ``kinds`` (see the module
+    docstring); a kind that changes nothing in a case (no floating tensor, no tensor with a
+    first dimension) yields no case for it."""
+    wanted = set(kinds)
+    out: list[tuple[str, Case]] = []
+    for i, case in enumerate(cases):
+        tensors = _tensors(case)
+        floats = [t for t in tensors if t.is_floating_point() and t.numel() > 0]
+        derived: list[tuple[str, Case]] = []
+        if floats and "large" in wanted:
+            derived.append(("large", _map_tensors(case, _large)))
+        if floats and "negative" in wanted:
+            derived.append(("negative", _map_tensors(case, _negative)))
+        if floats and "nonfinite" in wanted:
+            for name, v in (("inf", float("inf")), ("-inf", float("-inf")), ("nan", float("nan"))):
+                derived.append((name, _with_value(case, v)))
+        emptied = _emptied(case) if "empty" in wanted else None
+        if emptied is not None:
+            derived.append(("empty", emptied))
+        if any(t.dim() >= 1 and t.numel() >= 2 for t in tensors) and "noncontiguous" in wanted:
+            derived.append(("non-contiguous", _map_tensors(case, _noncontiguous)))
+        out += [(f"case {i} {label}", (tuple(c[0]), dict(c[1]))) for label, c in derived]
+    return out
+
+
+def _run_case(code: RewriteCode, rw: Rewrite, label: str, case: Case, *,
+              derived: bool) -> tuple[bool, str | None]:
+    """(ran, problem): ``ran`` is False when a derived case is one the original refuses."""
+    args, kwargs = case
+    try:
+        expected = code.original(*_clone(args), **_clone(kwargs))
+    except Exception as e:
+        if derived:
+            return False, None
+        return True, f"{label}: original raises {type(e).__name__}: {e}"
+    try:
+        actual = code.replacement(*_clone(args), **_clone(kwargs))
+    except Exception as e:
+        return True, f"{label}: replacement raises {type(e).__name__}: {e}"
+    try:
+        return True, _compare(expected, actual, rw, label)
+    except Exception as e:  # outputs torch cannot compare (odd types, devices)
+        return True, f"{label}: outputs cannot be compared: {type(e).__name__}: {e}"
+
+
+def _equivalence(entry: Workaround, code: RewriteCode) -> tuple[int, int, list[str]]:
+    """(cases, derived cases run, problems)."""
+    assert entry.rewrite is not None
+    cases = _cases(code, entry.id)
+    problems: list[str] = []
+    for i, case in enumerate(cases):
+        _ran, msg = _run_case(code, entry.rewrite, f"case {i}", case, derived=False)
+        if msg:
+            problems.append(msg)
+    ran = 0
+    for label, case in edge_cases(cases, entry.rewrite.edge_cases):
+        did, msg = _run_case(code, entry.rewrite, label, case, derived=True)
+        ran += did
+        if msg:
+            problems.append(msg)
+    return len(cases), ran, problems
+
+
 def check_equivalence(entry: Workaround, code: RewriteCode | None = None) -> tuple[int, list[str]]:
-    """(number of cases, problems): original vs replacement on every generated input."""
+    """(number of cases, problems): original vs replacement on every generated input and on
+    the edge cases derived from them."""
     if entry.rewrite is None:
         return 0, []
     code = code or load_rewrite(entry.rewrite, entry.id)
-    cases = _cases(code, entry.id)
-    problems: list[str] = []
-    for i, (args, kwargs) in enumerate(cases):
-        try:
-            expected = code.original(*_clone(args), **_clone(kwargs))
-        except Exception as e:
-            problems.append(f"case {i}: original raises {type(e).__name__}: {e}")
-            continue
-        try:
-            actual = code.replacement(*_clone(args), **_clone(kwargs))
-        except Exception as e:
-            problems.append(f"case {i}: replacement raises {type(e).__name__}: {e}")
-            continue
-        try:
-            msg = _compare(expected, actual, entry.rewrite, f"case {i}")
-        except Exception as e:  # outputs torch cannot compare (odd types, devices)
-            msg = f"case {i}: outputs cannot be compared: {type(e).__name__}: {e}"
-        if msg:
-            problems.append(msg)
-    return len(cases), problems
+    n, _edge, problems = _equivalence(entry, code)
+    return n, problems
 
 
 def default_trace_ops(fn: Callable[..., Any], inputs: Sequence[tuple[tuple[Any, ...], dict[str, Any]]]) -> set[str]:
@@ -236,6 +381,26 @@ def fake_npu_trace_ops(
     return seen
 
 
+def npu_op_problems(
+    entry: Workaround,
+    ops: set[str],
+    *,
+    op_status: OpStatus,
+    releases: Iterable[str],
+    ok_statuses: frozenset[str] = frozenset({"npu"}),
+) -> list[str]:
+    """Each op the replacement uses must have an ``ok_statuses`` status on each release the
+    entry applies to."""
+    problems: list[str] = []
+    applicable = [r for r in releases if entry.applies(r)]
+    for op in sorted(ops - _ALWAYS_OK):
+        bad = [(r, s) for r in applicable if (s := op_status(op, r)) not in ok_statuses]
+        if bad:
+            shown = ", ".join(f"{r}: {s}" for r, s in bad[:3]) + (" …" if len(bad) > 3 else "")
+            problems.append(f"replacement uses {op}, not on the NPU ({shown})")
+    return problems
+
+
 def check_npu_ops(
     entry: Workaround,
     *,
@@ -250,14 +415,8 @@ def check_npu_ops(
         return set(), []
     code = code or load_rewrite(entry.rewrite, entry.id)
     ops = trace_ops(code.replacement, _cases(code, entry.id))
-    problems: list[str] = []
-    applicable = [r for r in releases if entry.applies(r)]
-    for op in sorted(ops - _ALWAYS_OK):
-        bad = [(r, s) for r in applicable if (s := op_status(op, r)) not in ok_statuses]
-        if bad:
-            shown = ", ".join(f"{r}: {s}" for r, s in bad[:3]) + (" …" if len(bad) > 3 else "")
-            problems.append(f"replacement uses {op}, not on the NPU ({shown})")
-    return ops, problems
+    return ops, npu_op_problems(entry, ops, op_status=op_status, releases=releases,
+                                ok_statuses=ok_statuses)
 
 
 def verify(
@@ -268,7 +427,8 @@ def verify(
     trace_ops: TraceOps = default_trace_ops,
     ok_statuses: frozenset[str] = frozenset({"npu"}),
 ) -> VerifyResult:
-    """Both checks for one entry; (b) is skipped when no ``op_status`` is given."""
+    """Both checks for one entry, in this process; (b) is skipped when no ``op_status`` is
+    given. For contributed code use :func:`verify_isolated`."""
     start = time.perf_counter()
     result = VerifyResult(entry.id)
     if entry.rewrite is None:
@@ -276,7 +436,7 @@ def verify(
         return result
     try:
         code = load_rewrite(entry.rewrite, entry.id)
-        result.cases, result.problems = check_equivalence(entry, code)
+        result.cases, result.edge_cases, result.problems = _equivalence(entry, code)
         if op_status is None:
             result.skipped.append("npu op check: no op status source")
         else:
@@ -302,3 +462,138 @@ def verify_all(
     rels = list(releases)
     return [verify(e, op_status=op_status, releases=rels, trace_ops=trace_ops,
                    ok_statuses=ok_statuses) for e in entries]
+
+
+# ---------------------------------------------------------------------------- isolation
+
+DEFAULT_TIMEOUT = 120.0
+DEFAULT_MEMORY_MB = 4096
+
+
+def _child_failure(code: int | None, tail: str, memory_mb: int) -> str:
+    low = tail.lower()
+    if code == -signal.SIGKILL or "memoryerror" in low or "cannot allocate memory" in low \
+            or "bad_alloc" in low:
+        return f"ran out of memory (limit {memory_mb} MB; raise --memory-mb)"
+    if code is not None and code < 0:
+        return f"the entry's process died ({signal.Signals(-code).name})"
+    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+    return f"the entry's process exited with code {code}" + (f": {lines[-1][:300]}" if lines else "")
+
+
+def verify_isolated(
+    entry: Workaround,
+    *,
+    op_status: OpStatus | None = None,
+    releases: Iterable[str] = (),
+    fake_npu: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    ok_statuses: frozenset[str] = frozenset({"npu"}),
+) -> VerifyResult:
+    """:func:`verify` with the entry's code run in a child process (timeout, memory limit, its
+    own session so a timeout kills everything it started); the catalog check stays here.
+    ``fake_npu`` traces the replacement with the fake NPU device (:func:`fake_npu_trace_ops`)
+    instead of on the CPU."""
+    from opcheck.core.errors import UsageError
+
+    if memory_mb < MIN_MEMORY_MB:
+        raise UsageError(f"memory limit {memory_mb} MB is too low to start torch "
+                         f"(minimum {MIN_MEMORY_MB} MB)")
+    start = time.perf_counter()
+    result = VerifyResult(entry.id)
+    if entry.rewrite is None:
+        result.skipped.append("no rewrite code")
+        return result
+    with tempfile.TemporaryDirectory(prefix="opcheck-verify-") as tmp:
+        req, out = Path(tmp) / "request.json", Path(tmp) / "result.json"
+        req.write_text(json.dumps({"entry": entry.model_dump(mode="json"),
+                                   "fake_npu": fake_npu}), encoding="utf-8")
+        env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "opcheck.contrib.verify", str(req), str(out)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            cwd=tmp, env=env, start_new_session=True,
+            # preexec_fn: the limit must hold before the child runs any of the entry's code
+            preexec_fn=lambda: set_limits(memory_mb),
+        )
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            proc.communicate()
+            result.problems.append(f"{entry.id}: timed out after {timeout:g} s (a loop in "
+                                   "inputs() or replacement() that does not end?)")
+            result.seconds = time.perf_counter() - start
+            return result
+        except BaseException:
+            kill_group(proc)
+            raise
+        tail = err.decode("utf-8", "replace")[-4000:]
+        try:
+            doc = json.loads(out.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            doc = None
+    if not isinstance(doc, dict):
+        result.problems.append(f"{entry.id}: {_child_failure(proc.returncode, tail, memory_mb)}")
+    elif doc.get("oom"):
+        result.problems.append(f"{entry.id}: ran out of memory (limit {memory_mb} MB; "
+                               "raise --memory-mb)")
+    else:
+        result.cases = int(doc["cases"])
+        result.edge_cases = int(doc["edge_cases"])
+        result.problems = [str(p) for p in doc["problems"]]
+        result.ops = {str(o) for o in doc["ops"]}
+        if doc.get("traced"):
+            if op_status is None:
+                result.skipped.append("npu op check: no op status source")
+            else:
+                result.problems += npu_op_problems(entry, result.ops, op_status=op_status,
+                                                   releases=releases, ok_statuses=ok_statuses)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def verify_all_isolated(
+    entries: Iterable[Workaround],
+    *,
+    op_status: OpStatus | None = None,
+    releases: Iterable[str] = (),
+    fake_npu: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    ok_statuses: frozenset[str] = frozenset({"npu"}),
+) -> list[VerifyResult]:
+    rels = list(releases)
+    return [verify_isolated(e, op_status=op_status, releases=rels, fake_npu=fake_npu,
+                            timeout=timeout, memory_mb=memory_mb, ok_statuses=ok_statuses)
+            for e in entries]
+
+
+def _child(request: Path, out: Path) -> int:
+    """The child of :func:`verify_isolated`: (a) and the replacement's ops, as JSON."""
+    doc = json.loads(request.read_text(encoding="utf-8"))
+    entry = Workaround.model_validate(doc["entry"])
+    assert entry.rewrite is not None
+    res: dict[str, Any] = {"cases": 0, "edge_cases": 0, "problems": [], "ops": [],
+                           "traced": False}
+    try:
+        code = load_rewrite(entry.rewrite, entry.id)
+        res["cases"], res["edge_cases"], res["problems"] = _equivalence(entry, code)
+        trace = fake_npu_trace_ops if doc.get("fake_npu") else default_trace_ops
+        try:
+            res["ops"] = sorted(trace(code.replacement, _cases(code, entry.id)))
+            res["traced"] = True
+        except Exception as e:  # a replacement that raises is already a problem of (a)
+            if not res["problems"]:
+                res["problems"].append(f"tracing the replacement fails: {type(e).__name__}: {e}")
+    except CatalogError as e:
+        res["problems"].append(str(e))
+    except MemoryError:
+        res = {"oom": True}
+    out.write_text(json.dumps(res), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child(Path(sys.argv[1]), Path(sys.argv[2])))

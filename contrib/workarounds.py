@@ -18,7 +18,7 @@ import datetime as _dt
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -59,6 +59,11 @@ Hardware = Literal[
     "ascend-950",
 ]
 HARDWARE: tuple[str, ...] = get_args(Hardware)
+
+# Inputs a rewrite must also get right: floating arguments scaled up, made all negative, with an
+# inf / -inf / nan in them; every tensor argument emptied, and made non-contiguous.
+EdgeCase = Literal["large", "negative", "nonfinite", "empty", "noncontiguous"]
+EDGE_CASES: tuple[EdgeCase, ...] = get_args(EdgeCase)
 
 
 def default_data_dir() -> Path:
@@ -145,6 +150,9 @@ class Rewrite(_Strict):
     atol: float = Field(default=1e-6, ge=0)
     # dtype-cast rewrites return the narrower dtype on purpose.
     check_dtype: bool = True
+    # Cases ``verify`` derives from every case of ``inputs()`` (``opcheck.contrib.verify``):
+    # drop a kind only where it means nothing for the API, and say why in ``fix``.
+    edge_cases: list[EdgeCase] = Field(default_factory=lambda: list[EdgeCase](EDGE_CASES))
 
     @field_validator("code")
     @classmethod
@@ -172,6 +180,9 @@ class Workaround(_Strict):
     fixed_in: str | None = None
     # For kind upgrade when the fix is in CANN rather than torch_npu (e.g. "8.0.RC3").
     cann_min: str | None = Field(default=None, pattern=r"^\d+\.\d+\.(RC\d+|\d+)(\.\w+)?$")
+    # Why applies_to leaves out releases where the catalog says an op of the entry falls back
+    # to the CPU (lint asks for it then, e.g. "upgrading is no fix on the torch 2.2 line").
+    uncovered_reason: str | None = Field(default=None, min_length=10)
     env: dict[str, str] = Field(default_factory=dict)
     rewrite: Rewrite | None = None
     sources: list[Link] = Field(min_length=1)
@@ -203,7 +214,9 @@ class Workaround(_Strict):
 class LintProblem:
     file: str
     entry: str
-    code: str  # yaml | schema | duplicate-id | file-name | unknown-op | unknown-release
+    # yaml | schema | duplicate-id | file-name | unknown-op | unknown-release | placeholder |
+    # uncovered-fallback | fixed-in
+    code: str
     message: str
     line: int | None = None
 
@@ -296,17 +309,99 @@ def load_dir(path: Path | None = None) -> list[Workaround]:
 # ---------------------------------------------------------------------------- lint
 
 
+OpHistory = Callable[[str], Sequence[tuple[str, str]]]
+
+# What `workaround new` writes for the contributor to replace; an entry still holding one of
+# these passes the schema (the scaffold must load) but not lint.
+SCAFFOLD_AUTHOR = "your-github-handle"
+_TODO = re.compile(r"\bTODO\b")
+
+
+def placeholders(w: Workaround) -> list[tuple[str, str]]:
+    """(field, what is left) for every scaffold placeholder still in the entry."""
+    out: list[tuple[str, str]] = []
+    for name in ("title", "problem", "fix"):
+        if _TODO.search(getattr(w, name)):
+            out.append((name, "still says TODO"))
+    if w.author.strip() == SCAFFOLD_AUTHOR:
+        out.append(("author", f"is the scaffold's {SCAFFOLD_AUTHOR}; give your handle"))
+    for i, src in enumerate(w.sources):
+        if _TODO.search(src):
+            out.append((f"sources.{i}", f"{src} is the scaffold's placeholder link"))
+    for i, r in enumerate(w.applies_to.releases):
+        if r.min is None and r.max is None:
+            out.append((f"applies_to.releases.{i}",
+                        "is open at both ends; name the releases (or drop applies_to for all)"))
+    if w.rewrite is not None:
+        if _TODO.search(w.rewrite.api):
+            out.append(("rewrite.api", "still says TODO"))
+        if _TODO.search(w.rewrite.code):
+            out.append(("rewrite.code", "still has a TODO"))
+    return out
+
+
+def _spans(releases: Sequence[str], all_releases: Sequence[str]) -> str:
+    """``2.1.0.post6, 2.2.0–2.2.0.post2``: runs of consecutive catalog releases."""
+    index = {r: i for i, r in enumerate(all_releases)}
+    runs: list[list[str]] = []
+    for r in releases:
+        if runs and index.get(r, -2) == index.get(runs[-1][-1], -5) + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    return ", ".join(run[0] if len(run) == 1 else f"{run[0]}–{run[-1]}" for run in runs)
+
+
+def _history_problems(where: str, w: Workaround, history: OpHistory,
+                      namespaces: set[str]) -> list[LintProblem]:
+    """Release ranges and ``fixed_in`` against what the catalog says of the entry's ops."""
+    problems: list[LintProblem] = []
+    uncovered: dict[str, list[str]] = {}
+    for op in w.ops:
+        if op.split("::", 1)[0] not in namespaces:
+            continue
+        rows = list(history(op))
+        order = [rel for rel, _ in rows]
+        if w.applies_to.releases and not w.uncovered_reason:
+            missing = [rel for rel, st in rows if st == "cpu_fallback" and not w.applies(rel)]
+            if missing:
+                uncovered[op] = missing
+                problems.append(LintProblem(
+                    where, w.id, "uncovered-fallback",
+                    f"the catalog says {op} falls back to the CPU on {_spans(missing, order)}, "
+                    "which applies_to.releases leaves out: widen the ranges or say why in "
+                    "uncovered_reason"))
+        if w.fixed_in:
+            first = next((rel for rel, st in rows if st == "npu"), "")
+            if not first:
+                problems.append(LintProblem(
+                    where, w.id, "fixed-in",
+                    f"fixed_in is {w.fixed_in} but the catalog has no release where {op} runs "
+                    "on the NPU"))
+            elif first != w.fixed_in:
+                problems.append(LintProblem(
+                    where, w.id, "fixed-in",
+                    f"fixed_in is {w.fixed_in} but the catalog's first NPU release of {op} is "
+                    f"{first}"))
+    return problems
+
+
 def lint(
     entries: Path | Iterable[Workaround],
     known_ops: set[str] | None = None,
     known_releases: list[str] | None = None,
+    op_history: OpHistory | None = None,
 ) -> list[LintProblem]:
     """Problems in a directory of entry files (YAML + schema + cross checks) or in loaded entries.
 
     ``known_ops`` / ``known_releases`` come from the catalog; ``None`` skips that check. Ops
     are only checked in namespaces ``known_ops`` covers (aten, npu), not third-party ones.
+    ``op_history`` (op → ``[(release, status)]``, oldest first, from the catalog's resolver)
+    checks that an entry covers every release where one of its ops falls back to the CPU (or
+    says why not, ``uncovered_reason``) and that ``fixed_in`` is the op's first NPU release.
     """
     loaded: list[tuple[str, Workaround]] = []
+    nodes: dict[str, yaml.Node | None] = {}
     problems: list[LintProblem] = []
     if isinstance(entries, Path):
         for f in entry_files(entries):
@@ -326,6 +421,7 @@ def lint(
             if f.stem != w.id:
                 problems.append(LintProblem(str(f), w.id, "file-name", f"file must be named {w.id}.yaml"))
             loaded.append((str(f), w))
+            nodes[str(f)] = node
     else:
         loaded = [(w.id, w) for w in entries]
 
@@ -336,6 +432,10 @@ def lint(
         if w.id in seen:
             problems.append(LintProblem(where, w.id, "duplicate-id", f"id {w.id} also used by {seen[w.id]}"))
         seen.setdefault(w.id, where)
+        for field_name, what in placeholders(w):
+            loc = [int(p) if p.isdigit() else p for p in field_name.split(".")]
+            line = _node_line(nodes.get(where), loc)
+            problems.append(LintProblem(where, w.id, "placeholder", f"{field_name} {what}", line))
         if known_ops is not None:
             for op in w.ops:
                 # Third-party namespaces (torchvision::, sglang::) are outside any catalog.
@@ -352,18 +452,44 @@ def lint(
                     )
             if w.applies_to.releases and not any(w.applies(r) for r in known_releases):
                 problems.append(LintProblem(where, w.id, "unknown-release", "range matches no release"))
+        if op_history is not None:
+            known = [op for op in w.ops if known_ops is None or op in known_ops]
+            problems += _history_problems(where, w.model_copy(update={"ops": known}), op_history,
+                                          namespaces or {"aten", "npu"})
     return problems
 
 
 # ---------------------------------------------------------------------------- authoring
 
 
-def scaffold(op: str, *, author: str = "your-github-handle", today: _dt.date | None = None) -> str:
-    """A YAML entry for ``op`` that validates as is, with every field to fill in marked."""
+def existing_ids(folder: Path) -> set[str]:
+    """The ids entries in ``folder`` use (their file names: lint holds them equal), and the
+    ids in files that name another id."""
+    ids = {p.stem for p in entry_files(folder)}
+    for p in entry_files(folder):
+        try:
+            data, _node = _read_yaml(p)
+        except CatalogError:
+            continue
+        if isinstance(data, dict) and isinstance(data.get("id"), str):
+            ids.add(data["id"])
+    return ids
+
+
+def scaffold(op: str, *, author: str = SCAFFOLD_AUTHOR, today: _dt.date | None = None,
+             taken: Iterable[str] = ()) -> str:
+    """A YAML entry for ``op`` that validates as is, with every field to fill in marked (lint
+    rejects it until they are filled in), and an id none of ``taken`` is."""
     op_c = canonical(op)
     slug = re.sub(r"[^a-z0-9]+", "-", op_c.split("::", 1)[1].lower()).strip("-")
+    used = set(taken)
+    wid = f"{slug}-rewrite"
+    n = 2
+    while wid in used:
+        wid = f"{slug}-rewrite-{n}"
+        n += 1
     data: dict[str, Any] = {
-        "id": f"{slug}-rewrite",
+        "id": wid,
         "title": f"TODO: one line, e.g. '{op_c} falls back to the CPU'",
         "ops": [op_c],
         "applies_to": {"releases": [{"min": None, "max": None}], "hardware": ["all"]},
@@ -509,25 +635,30 @@ def folder_digest(folder: Path | None = None) -> str:
 
 
 def workaround_lookup(cat: Catalog) -> WorkaroundLookup:
-    """The checker's lookup: entries in the catalog for an op, filtered by release range."""
+    """The one workaround lookup: the catalog's entries filed for exactly ``op`` whose release
+    ranges hold the release (:meth:`AppliesTo.contains`, the rule ``lint`` and ``verify`` use).
+
+    ``opcheck check``, ``opcheck explain``, the web check page and the op pages all call it;
+    callers that want an op's packet or overloads ask for each name (the checker also asks
+    for the op at the end of a fallback chain).
+    """
     from collections import defaultdict
 
     from sqlalchemy import text
 
     from opcheck.checker.check import WorkaroundRef
 
-    by_op: dict[str, list[tuple[WorkaroundRef, list[ReleaseRange]]]] = defaultdict(list)
+    by_op: dict[str, list[tuple[WorkaroundRef, AppliesTo]]] = defaultdict(list)
     with cat.engine.connect() as conn:
         rows = conn.execute(text(
             "SELECT o.op, w.id, w.title, w.kind, w.path, w.releases FROM workaround_op o "
             "JOIN workaround w ON w.id = o.workaround_id ORDER BY w.id"
         ))
         for op, wid, title, kind, path, releases in rows:
-            ranges = [ReleaseRange(**r) for r in json.loads(releases or "[]")]
-            by_op[op].append((WorkaroundRef(wid, title, kind, path), ranges))
+            applies = AppliesTo(releases=[ReleaseRange(**r) for r in json.loads(releases or "[]")])
+            by_op[op].append((WorkaroundRef(wid, title, kind, path), applies))
 
     def lookup(op: str, release: ReleaseInfo) -> list[WorkaroundRef]:
-        return [ref for ref, ranges in by_op.get(op, [])
-                if not ranges or any(r.contains(release.torch_npu) for r in ranges)]
+        return [ref for ref, applies in by_op.get(op, []) if applies.contains(release.torch_npu)]
 
     return lookup

@@ -2,13 +2,16 @@
 
 Each member is also its string value (``Status.NPU == "npu"``), so catalog rows, JSON documents
 and templates keep the plain strings they always had, while code names the word once here,
-with what it means: its severity, its label and its terminal style. A new status is one new
-member here (plus, where it changes a decision, the resolver).
+with what it means: its severity, its label, its terminal style and the verdict it leads to.
+A new status is one new member here and its row in ``_STATUS_FACTS`` (plus, where it changes a
+decision, the resolver; and, because the zoo stores one count column per status, a ``ZooRec``
+field).
 """
 
 from __future__ import annotations
 
 from enum import Enum
+from typing import NamedTuple
 
 from opcheck.core.errors import UsageError
 
@@ -45,39 +48,52 @@ class Status(Word):
     @property
     def severity(self) -> int:
         """Worst is highest: the order problems are reported in and how chains combine."""
-        return _STATUS_SEVERITY[self]
+        return _STATUS_FACTS[self].severity
 
     @property
     def style(self) -> str:
-        return _STATUS_STYLE[self]
+        """The terminal (rich) style of the word."""
+        return _STATUS_FACTS[self].style
 
     @property
     def label(self) -> str:
-        return _STATUS_LABEL[self]
+        return _STATUS_FACTS[self].label
+
+    @property
+    def tally(self) -> str:
+        """How the one-line summary counts it: ``3 on NPU``, ``1 CPU fallback``."""
+        return _STATUS_FACTS[self].tally
 
     @property
     def is_problem(self) -> bool:
         return self.severity > Status.COMPOSITE.severity
 
     @property
+    def verdict(self) -> Verdict:
+        """The verdict a model gets when this is its worst op."""
+        if self is Status.UNSUPPORTED:
+            return Verdict.NO
+        return Verdict.MAYBE if self.is_problem else Verdict.YES
+
+    @property
     def runs_on_npu(self) -> bool:
-        return self in (Status.NPU, Status.COMPOSITE)
+        return not self.is_problem
 
 
-_STATUS_SEVERITY = {
-    Status.UNSUPPORTED: 4, Status.UNKNOWN: 3, Status.CPU_FALLBACK: 2, Status.COMPOSITE: 1,
-    Status.NPU: 0,
-}
-_STATUS_STYLE = {
-    Status.NPU: "green", Status.COMPOSITE: "cyan", Status.CPU_FALLBACK: "yellow",
-    Status.UNSUPPORTED: "red", Status.UNKNOWN: "magenta",
-}
-_STATUS_LABEL = {
-    Status.NPU: "NPU kernel",
-    Status.COMPOSITE: "composite (callees run on the NPU)",
-    Status.CPU_FALLBACK: "CPU fallback",
-    Status.UNSUPPORTED: "unsupported",
-    Status.UNKNOWN: "unknown to the catalog",
+class _StatusFacts(NamedTuple):
+    severity: int
+    style: str
+    label: str
+    tally: str
+
+
+# One row per status: a new status is a member above and a row here.
+_STATUS_FACTS = {
+    Status.NPU: _StatusFacts(0, "green", "NPU kernel", "on NPU"),
+    Status.COMPOSITE: _StatusFacts(1, "cyan", "composite (callees run on the NPU)", "composite"),
+    Status.CPU_FALLBACK: _StatusFacts(2, "yellow", "CPU fallback", "CPU fallback"),
+    Status.UNKNOWN: _StatusFacts(3, "magenta", "unknown to the catalog", "unknown"),
+    Status.UNSUPPORTED: _StatusFacts(4, "bold red", "unsupported", "unsupported"),
 }
 
 
@@ -87,10 +103,24 @@ class Verdict(Word):
     YES = "YES"
     MAYBE = "MAYBE"
     NO = "NO"
+    # the op list stopped before the end of the program: never a YES
+    INCOMPLETE = "INCOMPLETE"
+
+    @property
+    def rank(self) -> int:
+        """Worst is highest: a model's verdict is the worst of its ops'."""
+        return {Verdict.YES: 0, Verdict.MAYBE: 1, Verdict.INCOMPLETE: 2, Verdict.NO: 3}[self]
 
     @property
     def style(self) -> str:
+        """The headline style (the summary line of a report)."""
         return {Verdict.YES: "bold green", Verdict.MAYBE: "bold yellow",
+                Verdict.INCOMPLETE: "bold magenta", Verdict.NO: "bold red"}[self]
+
+    @property
+    def cell_style(self) -> str:
+        """The style inside a table cell, where bold is kept for the worst answer."""
+        return {Verdict.YES: "green", Verdict.MAYBE: "yellow", Verdict.INCOMPLETE: "magenta",
                 Verdict.NO: "bold red"}[self]
 
 

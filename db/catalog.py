@@ -4,14 +4,20 @@ per op. All SQL the checker needs goes through here."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Engine, text
 
 from opcheck.core.errors import CatalogError
 from opcheck.core.versions import torch_minor
 from opcheck.db.data import KernelFacts
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_T = TypeVar("_T", bound="DataclassInstance")
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,24 @@ class OperatorInfo:
         return bool(backend) and all("Sparse" in k for k in backend)
 
 
+def _row_reader(cls: type[_T]) -> tuple[str, Callable[[Sequence[Any]], _T]]:
+    """A read model's fields as a SELECT list, and its constructor from a row of them.
+
+    The fields are columns of the model's table (tests/db checks them against the spec), so a
+    field added to the model is read with no other list to edit. SQLite stores booleans as 0/1.
+    """
+    names = [f.name for f in fields(cls)]
+    flags = [f.type in ("bool", bool) for f in fields(cls)]
+
+    def read(row: Sequence[Any]) -> _T:
+        return cls(*[bool(v) if flag else v for v, flag in zip(row, flags, strict=True)])
+
+    return ", ".join(names), read
+
+
+_RELEASE_COLS, _read_release = _row_reader(ReleaseInfo)
+_FACT_COLS, _read_facts = _row_reader(KernelFacts)
+
 # `+status`: rows are looked up by op. Given hundreds of ops, the planner would otherwise walk
 # the status index, which nearly every row matches (5x slower on the bundled catalog).
 KERNEL_RELEASES_SQL = "SELECT op, release FROM npukernel WHERE +status = 'kernel' AND op IN ({marks})"
@@ -72,13 +96,8 @@ class Catalog:
     def load(cls, engine: Engine) -> Catalog:
         cat = cls(engine)
         with engine.connect() as conn:
-            for r in conn.execute(text(
-                "SELECT torch_npu, torch, train, cann, pythons, tag, sort_key, "
-                "has_cpu_fallback, kernel_source, date FROM release ORDER BY sort_key"
-            )):
-                cat.releases.append(ReleaseInfo(
-                    r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), r[8], r[9]
-                ))
+            rows = conn.execute(text(f"SELECT {_RELEASE_COLS} FROM release ORDER BY sort_key"))
+            cat.releases.extend(_read_release(r) for r in rows)
             for r in conn.execute(text(
                 "SELECT op, namespace, kernel_kind, structured_delegate, dispatch, schema "
                 "FROM operator"
@@ -99,13 +118,16 @@ class Catalog:
         if release not in self._kernels:
             with self.engine.connect() as conn:
                 rows = conn.execute(text(
-                    "SELECT op, status, op_api, acl_op, native, aclnn FROM npukernel "
-                    "WHERE release = :r"
+                    f"SELECT op, {_FACT_COLS} FROM npukernel WHERE release = :r"
                 ), {"r": release})
-                self._kernels[release] = {
-                    r[0]: KernelFacts(r[1], bool(r[2]), bool(r[3]), bool(r[4]), r[5]) for r in rows
-                }
+                self._kernels[release] = {r[0]: _read_facts(r[1:]) for r in rows}
         return self._kernels[release]
+
+    def registered_ops(self) -> set[str]:
+        """Every op torch_npu registers in some release, with any status (one query:
+        ``kernels()`` per release would load every release's rows)."""
+        with self.engine.connect() as conn:
+            return {str(r[0]) for r in conn.execute(text("SELECT DISTINCT op FROM npukernel"))}
 
     def kernel_releases(self, ops: Iterable[str]) -> dict[str, list[str]]:
         """For each op, the releases (oldest first) in which it has an NPU kernel."""

@@ -1,7 +1,9 @@
 """The catalog's facts in memory: what a sync collects and what the snapshot stores.
 
 One shape feeds both writers (SQLite and the diffable snapshot), so a catalog built from the
-mirror and one built from the bundled snapshot hold the same facts.
+mirror and one built from the bundled snapshot hold the same facts. These records are also the
+column list of the tables and snapshot files: ``opcheck.db.schema`` derives both from their
+fields (name, type, order), so a new field is a new column everywhere.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ class SourceRec:
     ref: str = ""
     commit: str = ""
     sha256: str = ""
+    fetched_at: str = ""  # not in the snapshot: a sync's time would make every file differ
     rows: int = 0
-    fetched_at: str = ""
 
 
 @dataclass
@@ -123,6 +125,25 @@ class ApiOpRec:
 
 
 @dataclass
+class AclnnCodeRec:
+    """One return-code row of the CANN operator docs: a status an aclnn function returns and
+    what triggers it. ``function`` is empty for the shared table every function refers to.
+
+    ``triggers`` (dtype, format, shape, nullptr, product, value) and ``params`` are parsed
+    from the row's description; the description itself stays upstream, like the API docs'
+    prose (not in the snapshot: empty in a catalog built from it)."""
+
+    function: str
+    code: str  # "161002", or a family such as "561xxx"
+    name: str = ""  # ACLNN_ERR_PARAM_INVALID
+    triggers: str = ""
+    params: str = ""
+    line: int = 0
+    description: str = ""
+    source_id: int | None = None
+
+
+@dataclass
 class WorkaroundRec:
     id: str
     title: str
@@ -171,6 +192,7 @@ class CatalogData:
     pythons: list[PythonRec] = field(default_factory=list)
     api_support: list[ApiSupportRec] = field(default_factory=list)
     api_ops: list[ApiOpRec] = field(default_factory=list)
+    aclnn_codes: list[AclnnCodeRec] = field(default_factory=list)
     # Contributed data, read from data/ at build time (not part of the upstream snapshot).
     workarounds: list[WorkaroundRec] = field(default_factory=list)
     # Coverage of well-known architectures (data/snapshot/zoo.tsv, written by `opcheck zoo`).
@@ -184,5 +206,6 @@ class CatalogData:
             if s.scraper == scraper and s.path == path:
                 return s.id
         sid = len(self.sources) + 1
-        self.sources.append(SourceRec(sid, scraper, path, url, ref, commit, sha256, rows))
+        self.sources.append(SourceRec(sid, scraper, path, url=url, ref=ref, commit=commit,
+                                      sha256=sha256, rows=rows))
         return sid

@@ -1,8 +1,9 @@
 """Where the catalog lives and how to open it. The one place engines are made.
 
 Order: ``--catalog PATH`` → ``$OPCHECK_CATALOG`` → the catalog ``opcheck sync`` wrote into the
-user cache → a catalog in the user cache built from the bundled snapshot on first use (keyed by the snapshot's digest, so a new snapshot means a new
-catalog file and never a stale one).
+user cache → a catalog in the user cache built from the bundled snapshot on first use (keyed by
+the snapshot's digest and the contributions' digest, so a new snapshot or a new contributed
+file means a new catalog file and never a stale one).
 """
 
 from __future__ import annotations
@@ -10,41 +11,42 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import Engine
-from sqlmodel import create_engine
+from sqlalchemy import Engine, create_engine
 
 from opcheck.core.errors import CatalogError
 from opcheck.core.paths import cache_dir, snapshot_dir
-from opcheck.db.models import LAYOUT_VERSION, SCHEMA_VERSION
+from opcheck.db.build import write_catalog
+from opcheck.db.data import CatalogData
+from opcheck.db.schema import LAYOUT_VERSION, SCHEMA_VERSION
+from opcheck.db.snapshot import read_snapshot
 
 
-def make_engine(path: Path, *, readonly: bool = True) -> Engine:
-    """An engine on a catalog file. Read-only engines open the file with ``mode=ro``."""
-    if readonly:
-        if not path.is_file():
-            raise CatalogError(f"no catalog at {path} (run `opcheck sync` or drop --catalog)")
-        uri = f"file:{path}?mode=ro"
+@dataclass(frozen=True)
+class Contributions:
+    """Facts a higher layer adds to the bundled snapshot when the first-use catalog is built
+    (``opcheck.contrib``'s workarounds: storage cannot import them, so the caller hands them in).
 
-        def connect() -> sqlite3.Connection:
-            return sqlite3.connect(uri, uri=True, check_same_thread=False)
+    ``digest`` is called only when the catalog must come from the snapshot; it changes
+    whenever ``attach`` would add other facts, and keys the cached catalog file."""
 
-        engine = create_engine("sqlite://", creator=connect)
-    else:
-        # Only the builder writes, into a private temporary file; it checks foreign keys once
-        # at the end (per-row checks triple the first-use build time).
-        engine = create_engine(f"sqlite:///{path}")
-    return engine
+    digest: Callable[[], str]
+    attach: Callable[[CatalogData], None]
 
 
-def memory_engine() -> Engine:
-    """A private in-memory catalog (tests)."""
-    from sqlalchemy.pool import StaticPool
+def make_engine(path: Path) -> Engine:
+    """A read-only engine on a catalog file (opened with ``mode=ro``)."""
+    if not path.is_file():
+        raise CatalogError(f"no catalog at {path} (run `opcheck sync` or drop --catalog)")
+    uri = f"file:{path}?mode=ro"
 
-    return create_engine(
-        "sqlite://", connect_args={"check_same_thread": False}, poolclass=StaticPool
-    )
+    def connect() -> sqlite3.Connection:
+        return sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+    return create_engine("sqlite://", creator=connect)
 
 
 def snapshot_digest(folder: Path) -> str:
@@ -58,8 +60,10 @@ def snapshot_digest(folder: Path) -> str:
     return h.hexdigest()
 
 
-def resolve_catalog_path(explicit: Path | None = None) -> Path:
-    """The catalog file to use, building it from the bundled snapshot when needed."""
+def resolve_catalog_path(explicit: Path | None = None, *,
+                         contributions: Contributions | None = None) -> Path:
+    """The catalog file to use, building it from the bundled snapshot (plus ``contributions``)
+    when needed."""
     if explicit is not None:
         return explicit
     env = os.environ.get("OPCHECK_CATALOG")
@@ -68,20 +72,97 @@ def resolve_catalog_path(explicit: Path | None = None) -> Path:
     synced = synced_catalog_path()
     if synced.is_file():
         return synced
-    from opcheck.contrib.workarounds import attach, folder_digest
-
     snap = snapshot_dir()
-    key = f"layout {LAYOUT_VERSION}\n{snapshot_digest(snap)}{folder_digest()}"
+    extra = contributions.digest() if contributions else ""
+    key = f"layout {LAYOUT_VERSION}\n{snapshot_digest(snap)}{extra}"
     digest = hashlib.sha256(key.encode()).hexdigest()
     target = cache_dir() / f"catalog-{digest[:16]}.sqlite"
+    if target.is_file() and damage(target) is not None:
+        # Ours to rebuild: it is only ever a copy of the bundled snapshot (a disk that filled
+        # up, a file cut short by a copy of the cache directory).
+        target.unlink(missing_ok=True)
     if not target.is_file():
-        from opcheck.db.build import write_catalog
-        from opcheck.db.snapshot import read_snapshot
-
+        remove_stale_temp_files(target)
         data = read_snapshot(snap)
-        attach(data)
+        if contributions:
+            contributions.attach(data)
         write_catalog(data, target)
     return target
+
+
+def damage(path: Path) -> str | None:
+    """Why ``path`` is not a whole opcheck catalog of this schema, or None. Cheap (the header
+    and one row), so it can run on every command: not SQLite, shorter than the page count its
+    header records, or no ``meta`` row with this schema version."""
+    try:
+        with path.open("rb") as fh:
+            header = fh.read(100)
+        size = path.stat().st_size
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror})"
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+        return "not an SQLite database"
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    # the header's page count is valid when its change counter matches (SQLite >= 3.7.0)
+    if header[24:28] == header[92:96] and pages and size < pages * page_size:
+        return f"cut short ({size} of {pages * page_size} bytes)"
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            row = None
+        else:
+            return f"unreadable ({exc})"
+    except sqlite3.Error as exc:
+        return f"unreadable ({exc})"
+    if row is None or row[0] != str(SCHEMA_VERSION):
+        return f"catalog schema {row[0] if row else 'none'}, this opcheck needs {SCHEMA_VERSION}"
+    return None
+
+
+def remove_stale_temp_files(path: Path) -> list[Path]:
+    """Remove what a killed build of ``path`` left behind: ``write_catalog``'s
+    ``.NAME.PID.tmp`` and SQLite's ``-journal``/``-wal``/``-shm`` beside it, when process PID
+    is gone (a build still running keeps its files). Returns the files removed."""
+    removed: list[Path] = []
+    prefix = f".{path.name}."
+    for f in sorted(path.parent.glob(f"{glob_escape(prefix)}*.tmp*")):
+        rest = f.name[len(prefix):]
+        pid_text, _, suffix = rest.partition(".tmp")
+        if not pid_text.isdigit() or suffix not in ("", "-journal", "-wal", "-shm"):
+            continue
+        if _alive(int(pid_text)):
+            continue
+        try:
+            f.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            continue  # not ours to remove (permissions): the next build is unaffected
+        removed.append(f)
+    return removed
+
+
+def glob_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def synced_catalog_path() -> Path:
@@ -89,14 +170,20 @@ def synced_catalog_path() -> Path:
     return cache_dir() / "catalog.sqlite"
 
 
-def open_catalog(explicit: Path | None = None) -> Engine:
-    path = resolve_catalog_path(explicit)
+def open_catalog(explicit: Path | None = None, *,
+                 contributions: Contributions | None = None) -> Engine:
+    path = resolve_catalog_path(explicit, contributions=contributions)
     engine = make_engine(path)
     check_schema(engine, path)
     return engine
 
 
 def check_schema(engine: Engine, path: Path) -> None:
+    why = damage(path)
+    if why is not None and not why.startswith("catalog schema"):
+        hint = ("run `opcheck sync` to write it again" if path == synced_catalog_path()
+                else "rebuild it, or drop --catalog / $OPCHECK_CATALOG to use the bundled one")
+        raise CatalogError(f"{path} is not an opcheck catalog ({why}): {hint}")
     try:
         with engine.connect() as conn:
             row = conn.exec_driver_sql(

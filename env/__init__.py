@@ -1,1 +1,2 @@
-"""The installed stack: probe what is here and assess it against the release matrix."""
+"""The installed stack: probe what is here (``probe``) and assess it against the release
+matrix (``assess``)."""

@@ -1,5 +1,7 @@
-"""Scrapers: one module per upstream source, each a pure ``parse(text, *, origin) -> rows``.
+"""Scrapers: one module per upstream format, each a pure ``parse(text, *, origin) -> rows``.
 
-Fetching is separate (``opcheck.sync.sources``): HTTP, a mirror directory, or a
-``pip download``-ed wheel all hand the same text to the same parser.
+Fetching is separate (``opcheck.sync``): HTTP, a mirror directory, or a ``pip download``-ed
+wheel all hand the same text to the same parser.  Shared reading helpers: ``yamlines`` (YAML
+with line numbers) and ``tables`` (Markdown pipe tables).  Nothing here imports
+``opcheck.sync``, ``opcheck.db`` or anything above them.
 """

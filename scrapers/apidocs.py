@@ -12,10 +12,10 @@ Three upstream generations are parsed, plus the small single-column API lists:
   ``**限制与说明**``.
 * ``list``: one-column ``API名称`` tables (graph mode, DTensor, deterministic, inf/nan).
 
-Markdown and the vendor site's HTML (``apidocs_html``) are both turned into the same block
-stream (headings, tables, paragraphs, markers) and interpreted by the same code, so a layout
-rule is written once. Parsers are pure; anything that does not fit the known layout raises
-``ScrapeError`` with the file and line.
+Markdown (with its embedded HTML tables) is first turned into a block stream (headings,
+tables, paragraphs, markers; pipe tables via :mod:`opcheck.scrapers.tables`), which one
+interpreter per generation reads, so a layout rule is written once. Parsers are pure; anything
+that does not fit the known layout raises ``ScrapeError`` with the file and line.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from functools import lru_cache
 
 from opcheck.core.errors import ScrapeError
 from opcheck.scrapers.rows import Origin
+from opcheck.scrapers.tables import table_at
 
 GENERATIONS = ("html-table", "pipe-table", "sections", "list")
 
@@ -232,38 +233,6 @@ def html_cell_text(fragment: str) -> str:
     return clean_lines(s)
 
 
-def split_md_row(line: str) -> list[str]:
-    """GFM pipe-row cells; ``\\|`` and pipes inside backticks do not split."""
-    s = line.strip()
-    if s.startswith("|"):
-        s = s[1:]
-    if s.endswith("|") and not s.endswith("\\|"):
-        s = s[:-1]
-    if "`" not in s and "\\" not in s:
-        return [c.strip() for c in s.split("|")]
-    cells: list[str] = []
-    buf: list[str] = []
-    in_code = False
-    i = 0
-    while i < len(s):
-        ch = s[i]
-        if ch == "\\" and i + 1 < len(s) and s[i + 1] == "|":
-            buf.append("|")
-            i += 2
-            continue
-        if ch == "`":
-            in_code = not in_code
-        if ch == "|" and not in_code:
-            cells.append("".join(buf))
-            buf = []
-        else:
-            buf.append(ch)
-        i += 1
-    cells.append("".join(buf))
-    return [c.strip() for c in cells]
-
-
-_SEP_ROW = re.compile(r"^\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?$")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _BULLET = re.compile(r"^[*+]\s+")
 _FENCE = re.compile(r"^(```|~~~)")
@@ -329,14 +298,12 @@ def markdown_blocks(text: str, *, source: str = "") -> list[Block]:
             i += 1
             continue
         if s.startswith("|"):
-            j = i
-            while j < n and lines[j].strip().startswith("|"):
-                j += 1
-            if j - i >= 2 and _SEP_ROW.match(lines[i + 1].strip()):
-                header = tuple(md_inline(c)[0] for c in split_md_row(lines[i]))
+            pipe, j = table_at(lines, i)
+            if pipe is not None:
+                header = tuple(md_inline(c)[0] for c in pipe.header)
                 rows = tuple(
-                    TableRow(tuple(md_inline(c)[0] for c in split_md_row(lines[k])), k + 1)
-                    for k in range(i + 2, j)
+                    TableRow(tuple(md_inline(c)[0] for c in cells), line)
+                    for line, cells in pipe.rows
                 )
                 blocks.append(Table(header, rows, lineno))
             else:

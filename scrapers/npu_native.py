@@ -23,21 +23,18 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from opcheck.scrapers.opplugin import (
-    LineDict,
-    _base_name,
-    _check_keys,
-    _Ctx,
-    _expect_list,
-    _expect_mapping,
-    _is_npu_name,
-    _items,
-    _line_of,
-    _norm_torch,
-    _split_impl_ns,
-    load_yaml,
-)
+from opcheck.scrapers.opplugin import base_name, is_npu_name, norm_torch, split_impl_ns
 from opcheck.scrapers.rows import KernelRow, Origin
+from opcheck.scrapers.yamlines import (
+    LineDict,
+    YamlCtx,
+    check_keys,
+    expect_list,
+    expect_mapping,
+    items,
+    line_of,
+    load,
+)
 
 __all__ = ["NATIVE_SECTIONS", "parse_native", "parse_registry"]
 
@@ -81,10 +78,10 @@ _CODEGEN_IMPL = ("acl_op", "op_api", "dvm")
 def _namespace(section: str, base: str, custom: Collection[str]) -> str:
     if section in _CUSTOM_SECTIONS or base in custom:
         return "npu"
-    return "npu" if _is_npu_name(base) else "aten"
+    return "npu" if is_npu_name(base) else "aten"
 
 
-def _check_flags(ctx: _Ctx, entry: LineDict) -> None:
+def _check_flags(ctx: YamlCtx, entry: LineDict) -> None:
     for key in (
         "op_api",
         "internal_format_opapi",
@@ -93,12 +90,12 @@ def _check_flags(ctx: _Ctx, entry: LineDict) -> None:
         "use_const_ref_for_mutable_tensors",
     ):
         if key in entry and not isinstance(entry[key], bool):
-            raise ctx.error(f"{key}: expected True/False, got {entry[key]!r}", _line_of(entry, key))
+            raise ctx.error(f"{key}: expected True/False, got {entry[key]!r}", line_of(entry, key))
     for key in ("device_check", "variants", "structured_delegate", "tags"):
         if key in entry and not isinstance(entry[key], str):
-            raise ctx.error(f"{key}: expected a string, got {entry[key]!r}", _line_of(entry, key))
+            raise ctx.error(f"{key}: expected a string, got {entry[key]!r}", line_of(entry, key))
     if "dispatch" in entry and not isinstance(entry["dispatch"], dict):
-        raise ctx.error("dispatch: expected a mapping", _line_of(entry, "dispatch"))
+        raise ctx.error("dispatch: expected a mapping", line_of(entry, "dispatch"))
 
 
 def parse_registry(
@@ -111,11 +108,11 @@ def parse_registry(
     one with only ``sparse`` a sparse-only registration (status ``sparse``), and one with
     neither a torch_npu kernel (``native=True``).
     """
-    ctx = _Ctx(origin)
-    version = _norm_torch(ctx, torch)
-    data = _expect_mapping(ctx, load_yaml(text, origin), origin.path.rsplit("/", 1)[-1])
+    ctx = YamlCtx(origin)
+    version = norm_torch(torch)
+    data = expect_mapping(ctx, load(text, origin), origin.path.rsplit("/", 1)[-1])
     for key in data:
-        kline = _line_of(data, key)
+        kline = line_of(data, key)
         if key in _HEADER_KEYS:
             if not isinstance(data[key], str):
                 raise ctx.error(f"{key}: expected a string, got {data[key]!r}", kline)
@@ -123,7 +120,7 @@ def parse_registry(
             raise ctx.error(f"unknown top-level section {key!r}", kline)
     custom: set[str] = set()
     for section in _CUSTOM_SECTIONS:
-        for _line, entry in _items(data.get(section)):
+        for _line, entry in items(data.get(section)):
             func = entry.get("func") if isinstance(entry, dict) else entry
             if isinstance(func, str):
                 custom.add(func.split("(", 1)[0].strip())
@@ -132,19 +129,19 @@ def parse_registry(
     for section in data:
         if section in _HEADER_KEYS:
             continue
-        entries: Any = _expect_list(ctx, data[section], _line_of(data, section), section)
-        for line, entry in _items(entries):
+        entries: Any = expect_list(ctx, data[section], line_of(data, section), section)
+        for line, entry in items(entries):
             if isinstance(entry, str):
-                base = _base_name(ctx, entry, line)
+                base = base_name(ctx, entry, line)
                 flags: LineDict = LineDict()
                 schema = ""
                 eline = line
             elif isinstance(entry, LineDict):
                 if "func" not in entry:
                     raise ctx.error(f"{section}: entry without func:", entry.line)
-                _check_keys(ctx, entry, allowed, section)
+                check_keys(ctx, entry, allowed, section)
                 _check_flags(ctx, entry)
-                base = _base_name(ctx, entry["func"], entry.line)
+                base = base_name(ctx, entry["func"], entry.line)
                 flags = entry
                 func = entry["func"].strip()
                 schema = func if "(" in func else ""
@@ -154,7 +151,7 @@ def parse_registry(
             op = f"{_namespace(section, base, custom)}::{base}"
             status = section if section in ("tocpu", "unsupported") else "kernel"
             impl = (
-                _split_impl_ns(ctx, flags["impl_ns"], _line_of(flags, "impl_ns"), _CODEGEN_IMPL)
+                split_impl_ns(ctx, flags["impl_ns"], line_of(flags, "impl_ns"), _CODEGEN_IMPL)
                 if "impl_ns" in flags
                 else []
             )
@@ -162,7 +159,7 @@ def parse_registry(
                 if flags["sparse"] not in ("acl_op", "op_api"):
                     raise ctx.error(
                         f"sparse: expected acl_op or op_api, got {flags['sparse']!r}",
-                        _line_of(flags, "sparse"),
+                        line_of(flags, "sparse"),
                     )
                 rows.append(
                     KernelRow(

@@ -1,5 +1,4 @@
-"""Parsers for op-plugin's kernel registry: ``op_plugin_functions.yaml``, ``derivatives.yaml``
-(and ``aclnn_derivatives.yaml``) and ``deprecated.yaml``.
+"""Parsers for op-plugin's kernel registry: ``op_plugin_functions.yaml`` and ``deprecated.yaml``.
 
 Pure functions: text in, rows out. Every parser is strict: an unknown section, an unknown
 key in an entry, a value of the wrong shape or a version that the file's ``all_version`` does
@@ -42,151 +41,55 @@ defined in the file's ``custom`` section, ``aten`` if it is in ``official``, els
 name starts with ``npu_`` or ``_npu_``, else ``aten``.
 
 Duplicate keys: PyYAML keeps the last value of a key repeated in one mapping, and so do these
-parsers (torchgen's own loader would reject the file; op-plugin's generator reads it with
-PyYAML). A repeated key with the same value is harmless; with a different value the last one
+parsers, which load through :mod:`opcheck.scrapers.yamlines` (torchgen's own loader would
+reject the file; op-plugin's generator reads it with PyYAML). A repeated key with the same value is harmless; with a different value the last one
 wins, as it does in the build. No file in the snapshot under ``../shared/upstream`` has one.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
-from opcheck.core.errors import ScrapeError, UsageError
+from opcheck.core.errors import UsageError
 from opcheck.core.opname import OpName
-from opcheck.scrapers.rows import DeprecatedRow, DerivativeRow, KernelRow, Origin
-
-try:  # libyaml's parser is ~15x faster than the pure-Python one; fall back when absent
-    from yaml import CSafeLoader as _BaseLoader
-except ImportError:  # pragma: no cover - depends on how PyYAML was built
-    from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
+from opcheck.scrapers.rows import DeprecatedRow, KernelRow, Origin
+from opcheck.scrapers.yamlines import (
+    LineDict,
+    YamlCtx,
+    check_keys,
+    expect_list,
+    expect_mapping,
+    items,
+    line_of,
+    load,
+)
 
 __all__ = [
     "FORMATS",
-    "LineDict",
-    "derivatives_paths",
+    "base_name",
     "detect_format",
     "functions_paths",
-    "load_yaml",
+    "is_npu_name",
+    "norm_torch",
     "parse_deprecated",
-    "parse_derivatives",
     "parse_functions",
+    "split_impl_ns",
     "torch_from_path",
 ]
 
 FORMATS = ("per_version", "transitional", "combined")
 
 
-# ---------------------------------------------------------------------------------------------
-# YAML with line numbers
-
-
-class LineDict(dict[Any, Any]):
-    """A mapping from the YAML with the 1-based line of the mapping and of each key."""
-
-    line: int
-    key_lines: dict[Any, int]
-
-
-class LineList(list[Any]):
-    line: int
-    item_lines: list[int]
-
-
-class _LineLoader(_BaseLoader):
-    """SafeLoader whose mappings and sequences remember where they were."""
-
-    def construct_yaml_map(self, node: yaml.MappingNode) -> Iterator[LineDict]:  # type: ignore[override]
-        data = LineDict()
-        data.line = node.start_mark.line + 1
-        data.key_lines = {}
-        yield data
-        self.flatten_mapping(node)
-        for key_node, value_node in node.value:
-            key = self.construct_object(key_node, deep=True)
-            if not isinstance(key, str | int | float | bool) and key is not None:
-                raise yaml.constructor.ConstructorError(
-                    None, None, "unhashable key", key_node.start_mark
-                )
-            # Last value wins, like PyYAML; the key line of the last occurrence is kept too.
-            data[key] = self.construct_object(value_node, deep=True)
-            data.key_lines[key] = key_node.start_mark.line + 1
-
-    def construct_yaml_seq(self, node: yaml.SequenceNode) -> Iterator[LineList]:  # type: ignore[override]
-        data = LineList()
-        data.line = node.start_mark.line + 1
-        data.item_lines = [n.start_mark.line + 1 for n in node.value]
-        yield data
-        data.extend(self.construct_sequence(node, deep=True))
-
-
-_LineLoader.add_constructor("tag:yaml.org,2002:map", _LineLoader.construct_yaml_map)
-_LineLoader.add_constructor("tag:yaml.org,2002:seq", _LineLoader.construct_yaml_seq)
-
-
-def load_yaml(text: str, origin: Origin) -> Any:
-    """Load YAML keeping line numbers (``LineDict``/``LineList``); errors → ScrapeError."""
-    try:
-        return yaml.load(text, Loader=_LineLoader)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line = mark.line + 1 if mark is not None else None
-        raise ScrapeError(
-            f"malformed YAML: {e.problem or e.context or e}", source=origin.path, line=line
-        ) from e
-    except yaml.YAMLError as e:
-        # e.g. ReaderError (a control character): its text spans two lines
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise ScrapeError(f"malformed YAML: {first}", source=origin.path) from e
-
-
-def _line_of(obj: Any, key: Any = None, default: int = 0) -> int:
-    if isinstance(obj, LineDict):
-        return obj.key_lines.get(key, obj.line) if key is not None else obj.line
-    if isinstance(obj, LineList):
-        if isinstance(key, int) and 0 <= key < len(obj.item_lines):
-            return obj.item_lines[key]
-        return obj.line
-    return default
-
-
-def _items(seq: Any) -> Iterator[tuple[int, Any]]:
-    """(line, item) of a YAML list; an empty section (``symint:`` with nothing) is [].
-
-    Anything but a list yields nothing: callers that need a list check with _expect_list."""
-    if not isinstance(seq, list):
-        return
-    for i, item in enumerate(seq):
-        yield _line_of(seq, i), item
-
-
-class _Ctx:
-    """Error helper bound to one parsed file."""
+class _Ctx(YamlCtx):
+    """Error helper bound to one parsed file, with the spec cache of that file."""
 
     def __init__(self, origin: Origin) -> None:
-        self.origin = origin
+        super().__init__(origin)
         # The same few specs repeat thousands of times in one file; expanding once is ~2x faster.
         self.spec_cache: dict[tuple[Any, tuple[str, ...]], tuple[str, ...]] = {}
-
-    def error(self, message: str, line: int | None) -> ScrapeError:
-        return ScrapeError(message, source=self.origin.path, line=line or None)
-
-
-def _expect_mapping(ctx: _Ctx, data: Any, what: str) -> LineDict:
-    if not isinstance(data, LineDict):
-        line = _line_of(data, default=1)
-        raise ctx.error(f"{what}: expected a mapping at top level, got {type(data).__name__}", line)
-    return data
-
-
-def _expect_list(ctx: _Ctx, value: Any, line: int, what: str) -> Any:
-    if value is not None and not isinstance(value, list):
-        raise ctx.error(f"{what}: expected a list, got {type(value).__name__}", line)
-    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,7 +116,8 @@ def torch_from_path(path: str) -> str | None:
     return f"{int(m[1])}.{int(m[2])}" if m else None
 
 
-def _norm_torch(ctx: _Ctx, torch: str | None) -> str | None:
+def norm_torch(torch: str | None) -> str | None:
+    """``2.1`` / ``v2.1`` / ``v2r1`` / ``1,11`` → ``major.minor``; a bad value is a usage error."""
     if torch is None:
         return None
     m = re.match(r"^v?(\d+)[.,r](\d+)", torch.strip())
@@ -275,7 +179,7 @@ def _expand_spec_uncached(
 
 def _parse_all_version(ctx: _Ctx, data: LineDict) -> list[str]:
     raw = data.get("all_version")
-    line = _line_of(data, "all_version")
+    line = line_of(data, "all_version")
     if not isinstance(raw, list) or not raw:
         raise ctx.error(f"all_version: expected a non-empty list, got {raw!r}", line)
     out: list[str] = []
@@ -344,7 +248,7 @@ def detect_format(text: str) -> str:
     return "per_version"
 
 
-def _base_name(ctx: _Ctx, func: Any, line: int) -> str:
+def base_name(ctx: YamlCtx, func: Any, line: int) -> str:
     """``name.overload`` of a ``func:`` schema or bare name, validated."""
     if not isinstance(func, str) or not func.strip():
         raise ctx.error(f"func: expected a schema or name, got {func!r}", line)
@@ -354,7 +258,8 @@ def _base_name(ctx: _Ctx, func: Any, line: int) -> str:
         raise ctx.error(f"func: not an operator schema: {func!r}", line) from e
 
 
-def _is_npu_name(base: str) -> bool:
+def is_npu_name(base: str) -> bool:
+    """torch_npu's naming convention for its own ops (used when no section says)."""
     return base.startswith(("npu_", "_npu_"))
 
 
@@ -371,14 +276,14 @@ class _Names:
                 return "npu"
             if base in self.official:
                 return "aten"
-            return "npu" if _is_npu_name(base) else "aten"
+            return "npu" if is_npu_name(base) else "aten"
         return "aten"
 
 
 def _collect_names(data: LineDict, custom_sections: Iterable[str] = ("custom",)) -> _Names:
     def names(section: str) -> set[str]:
         out: set[str] = set()
-        for _line, entry in _items(data.get(section)):
+        for _line, entry in items(data.get(section)):
             func = entry.get("func") if isinstance(entry, dict) else entry
             if isinstance(func, str):
                 out.add(func.split("(", 1)[0].strip())
@@ -395,7 +300,7 @@ def _aclnn(ctx: _Ctx, entry: LineDict, line: int) -> tuple[str | None, str | Non
     gen = entry.get("gen_opapi")
     if gen is None:
         return None, None
-    gline = _line_of(entry, "gen_opapi", line)
+    gline = line_of(entry, "gen_opapi", line)
     if not isinstance(gen, dict):
         raise ctx.error(f"gen_opapi: expected a mapping, got {gen!r}", gline)
     exec_ = gen.get("exec")
@@ -412,14 +317,6 @@ def _aclnn(ctx: _Ctx, entry: LineDict, line: int) -> tuple[str | None, str | Non
     return aclnn, inherit
 
 
-def _check_keys(ctx: _Ctx, entry: LineDict, allowed: frozenset[str], section: str) -> None:
-    for key in entry:
-        if key not in allowed:
-            raise ctx.error(
-                f"unknown key {key!r} in section {section!r}", _line_of(entry, key, entry.line)
-            )
-
-
 def _check_passive(ctx: _Ctx, entry: LineDict, all_versions: Sequence[str] | None) -> None:
     """Shape-check keys that do not change rows, so a changed meaning is noticed."""
     for key in ("exposed", "expose", "internal_format_opapi"):
@@ -428,21 +325,21 @@ def _check_passive(ctx: _Ctx, entry: LineDict, all_versions: Sequence[str] | Non
             if isinstance(value, bool):
                 continue
             if all_versions is None:
-                raise ctx.error(f"{key}: expected True/False, got {value!r}", _line_of(entry, key))
-            _expand_spec(ctx, value, all_versions, _line_of(entry, key), key)
+                raise ctx.error(f"{key}: expected True/False, got {value!r}", line_of(entry, key))
+            _expand_spec(ctx, value, all_versions, line_of(entry, key), key)
     for key in ("structured", "use_const_ref_for_mutable_tensors"):
         if key in entry and not isinstance(entry[key], bool):
-            raise ctx.error(f"{key}: expected True/False, got {entry[key]!r}", _line_of(entry, key))
+            raise ctx.error(f"{key}: expected True/False, got {entry[key]!r}", line_of(entry, key))
     for key in ("device_check", "structured_delegate", "tags", "kernel", "variants"):
         if key in entry and not isinstance(entry[key], str):
-            raise ctx.error(f"{key}: expected a string, got {entry[key]!r}", _line_of(entry, key))
+            raise ctx.error(f"{key}: expected a string, got {entry[key]!r}", line_of(entry, key))
     if "dispatch" in entry and not isinstance(entry["dispatch"], dict):
         raise ctx.error(
-            f"dispatch: expected a mapping, got {entry['dispatch']!r}", _line_of(entry, "dispatch")
+            f"dispatch: expected a mapping, got {entry['dispatch']!r}", line_of(entry, "dispatch")
         )
 
 
-def _split_impl_ns(ctx: _Ctx, value: Any, line: int, allowed: Collection[str]) -> list[str]:
+def split_impl_ns(ctx: YamlCtx, value: Any, line: int, allowed: Collection[str]) -> list[str]:
     if not isinstance(value, str):
         raise ctx.error(f"impl_ns: expected e.g. 'acl_op, op_api', got {value!r}", line)
     tokens = [t.strip() for t in value.split(",")]
@@ -507,20 +404,20 @@ def parse_functions(text: str, *, origin: Origin, torch: str | None = None) -> l
     ``origin.path``); for the two combined formats, keep only that version's rows (None: all).
     """
     ctx = _Ctx(origin)
-    want = _norm_torch(ctx, torch)
-    data = load_yaml(text, origin)
+    want = norm_torch(torch)
+    data = load(text, origin)
     if data is None:
         raise ctx.error("empty file", 1)
-    data = _expect_mapping(ctx, data, "op_plugin_functions.yaml")
+    data = expect_mapping(ctx, data, "op_plugin_functions.yaml")
     fmt = detect_format(text)
     for key in data:
         if key == "all_version" and fmt == "combined":
             continue
         if key not in _SECTIONS:
-            raise ctx.error(f"unknown top-level section {key!r}", _line_of(data, key))
+            raise ctx.error(f"unknown top-level section {key!r}", line_of(data, key))
         if key == "custom_supported" and fmt != "per_version":
             raise ctx.error(
-                "custom_supported only exists in per-version files", _line_of(data, key)
+                "custom_supported only exists in per-version files", line_of(data, key)
             )
     file_version: str | None = None
     all_versions: list[str] | None = None
@@ -567,9 +464,9 @@ def _parse_sections(
     for section in data:
         if section == "all_version":
             continue
-        sline = _line_of(data, section)
-        items = _expect_list(ctx, data[section], sline, section)
-        for line, entry in _items(items):
+        sline = line_of(data, section)
+        entries_in = expect_list(ctx, data[section], sline, section)
+        for line, entry in items(entries_in):
             if section in _LIST_SECTIONS:
                 entries.append(
                     _list_entry(ctx, section, entry, line, fmt, all_versions, file_version)
@@ -579,14 +476,14 @@ def _parse_sections(
                 raise ctx.error(f"{section}: expected an entry with func:, got {entry!r}", line)
             if "func" not in entry:
                 raise ctx.error(f"{section}: entry without func:", entry.line)
-            base = _base_name(ctx, entry["func"], entry.line)
+            base = base_name(ctx, entry["func"], entry.line)
             if section == "custom_supported":
-                _check_keys(ctx, entry, frozenset({"func"}), section)
+                check_keys(ctx, entry, frozenset({"func"}), section)
                 if base in names.custom:
                     continue
                 regs: dict[str, _Reg] = {}
             else:
-                _check_keys(ctx, entry, allowed, section)
+                check_keys(ctx, entry, allowed, section)
                 _check_passive(ctx, entry, all_versions)
                 if fmt == "per_version":
                     assert file_version is not None
@@ -643,32 +540,32 @@ def _list_entry(
         if not isinstance(entry, str):
             raise ctx.error(f"{section}: expected an op name, got {entry!r}", line)
         assert file_version is not None
-        return _Entry(section, _base_name(ctx, entry, line), "", line, {file_version: _Reg()})
+        return _Entry(section, base_name(ctx, entry, line), "", line, {file_version: _Reg()})
     if fmt != "combined" or not isinstance(entry, LineDict):
         raise ctx.error(
             f"{section}: expected an entry with func: and version:, got {entry!r}", line
         )
-    _check_keys(ctx, entry, frozenset({"func", "version"}), section)
+    check_keys(ctx, entry, frozenset({"func", "version"}), section)
     if "func" not in entry or "version" not in entry:
         raise ctx.error(f"{section}: entry needs func: and version:", entry.line)
     assert all_versions is not None
     versions = _expand_spec(
-        ctx, entry["version"], all_versions, _line_of(entry, "version"), "version"
+        ctx, entry["version"], all_versions, line_of(entry, "version"), "version"
     )
-    base = _base_name(ctx, entry["func"], entry.line)
+    base = base_name(ctx, entry["func"], entry.line)
     return _Entry(section, base, "", entry.line, {v: _Reg() for v in versions})
 
 
 def _regs_per_version(ctx: _Ctx, entry: LineDict, version: str) -> dict[str, _Reg]:
     reg = _Reg()
     if "impl_ns" in entry:
-        for t in _split_impl_ns(ctx, entry["impl_ns"], _line_of(entry, "impl_ns"), _IMPL_NS):
+        for t in split_impl_ns(ctx, entry["impl_ns"], line_of(entry, "impl_ns"), _IMPL_NS):
             setattr(reg, t, True)
     if "sparse" in entry:
         sval = entry["sparse"]
         if sval not in _IMPL_NS:
             raise ctx.error(
-                f"sparse: expected acl_op or op_api, got {sval!r}", _line_of(entry, "sparse")
+                f"sparse: expected acl_op or op_api, got {sval!r}", line_of(entry, "sparse")
             )
         reg.sparse = True
         reg.sparse_op_api = sval == "op_api"
@@ -697,14 +594,14 @@ def _regs_transitional(ctx: _Ctx, entry: LineDict) -> dict[str, _Reg]:
         raise ctx.error("entry without impl_ns: or sparse:", line)
     regs: dict[str, _Reg] = {}
     if "impl_ns" in entry:
-        kinds = _split_impl_ns(ctx, entry["impl_ns"], _line_of(entry, "impl_ns"), _IMPL_NS)
+        kinds = split_impl_ns(ctx, entry["impl_ns"], line_of(entry, "impl_ns"), _IMPL_NS)
         if "version" not in entry:
             raise ctx.error("impl_ns: without version: in the combined 6.0.rc2 format", line)
-        versions = _transitional_versions(ctx, entry["version"], _line_of(entry, "version"))
+        versions = _transitional_versions(ctx, entry["version"], line_of(entry, "version"))
         if len(kinds) != len(versions):
             raise ctx.error(
                 f"impl_ns has {len(kinds)} items but version has {len(versions)}",
-                _line_of(entry, "version"),
+                line_of(entry, "version"),
             )
         for kind, v in zip(kinds, versions, strict=True):
             setattr(regs.setdefault(v, _Reg()), kind, True)
@@ -717,13 +614,13 @@ def _regs_combined(ctx: _Ctx, entry: LineDict, all_versions: Sequence[str]) -> d
     line = entry.line
     if "version" in entry:
         raise ctx.error(
-            "version: is only valid in tocpu/unsupported here", _line_of(entry, "version")
+            "version: is only valid in tocpu/unsupported here", line_of(entry, "version")
         )
     sel: dict[str, frozenset[str]] = {}
     for key in ("acl_op", "op_api", "dvm", "sparse"):
         if key in entry:
             sel[key] = frozenset(
-                _expand_spec(ctx, entry[key], all_versions, _line_of(entry, key), key)
+                _expand_spec(ctx, entry[key], all_versions, line_of(entry, key), key)
             )
     if not sel:
         raise ctx.error("entry registers nothing (no acl_op/op_api/dvm/sparse)", line)
@@ -738,148 +635,26 @@ def _regs_combined(ctx: _Ctx, entry: LineDict, all_versions: Sequence[str]) -> d
 
 
 # ---------------------------------------------------------------------------------------------
-# derivatives.yaml / aclnn_derivatives.yaml
-
-_DERIV_META_KEYS = frozenset({"name", "version", "output_differentiability", "dispatch"})
-_CALL = re.compile(r"(?<![.\w:])([A-Za-z_]\w*)\s*\(")
-_ARG_KEY = re.compile(r"^[A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*$")
-
-
-def _derivative_namespace(base: str, npu_names: Collection[str] | None) -> str:
-    if npu_names is not None and (base in npu_names or base.split(".", 1)[0] in npu_names):
-        return "npu"
-    return "npu" if _is_npu_name(base) else "aten"
-
-
-def _canonical_call(name: str, npu_names: Collection[str] | None) -> str:
-    # The C++ API spells the SymInt variant of an op ``<op>_symint``; it is the same op.
-    if name.endswith("_symint"):
-        name = name[: -len("_symint")]
-    return f"{_derivative_namespace(name, npu_names)}::{name}"
-
-
-def parse_derivatives(
-    text: str,
-    *,
-    origin: Origin,
-    torch: str | None = None,
-    npu_names: Collection[str] | None = None,
-) -> list[DerivativeRow]:
-    """Autograd formulas op-plugin registers: forward op → backward functions it calls.
-
-    Layouts: a bare list (per-version folders: torch from ``torch`` or the vXrY folder; on
-    branch 6.0.rc3 one list whose entries carry ``version: v1.11, v2.0...`` comma lists) and
-    ``{all_version, backward: [...]}`` with per-entry ``version:`` specs. One row per version.
-    Namespace: ``npu`` for a name in ``npu_names`` (base names of the ref's ``npu::`` ops, from
-    :func:`parse_functions`; a custom op need not start with ``npu_``, e.g.
-    ``_dropout_with_byte_mask``) or starting with ``npu_``/``_npu_``, else ``aten``.
-    ``backward_ops`` lists every function a formula calls except methods (``.sym_sizes()``)
-    and ``at::`` calls, so it can include C++ helpers (``maybe_multiply``) that are no ops;
-    callers intersect with the op universe. Empty files (``aclnn_derivatives.yaml`` is often
-    only comments) give [].
-    """
-    ctx = _Ctx(origin)
-    want = _norm_torch(ctx, torch)
-    data = load_yaml(text, origin)
-    if data is None:
-        return []
-    all_versions: list[str] | None = None
-    if isinstance(data, LineDict):
-        for key in data:
-            if key not in ("all_version", "backward"):
-                raise ctx.error(f"unknown top-level key {key!r}", _line_of(data, key))
-        all_versions = _parse_all_version(ctx, data)
-        entries = _expect_list(ctx, data.get("backward"), _line_of(data, "backward"), "backward")
-        folder_version = None
-    elif isinstance(data, LineList):
-        entries = data
-        folder = torch_from_path(origin.path)
-        if want is not None and folder is not None and want != folder:
-            raise ctx.error(f"torch={want} but the file is in the folder for {folder}", None)
-        folder_version = want if folder is None and want is not None else folder
-    else:
-        raise ctx.error(f"expected a list or mapping, got {type(data).__name__}", 1)
-    rows: list[DerivativeRow] = []
-    for line, entry in _items(entries):
-        if not isinstance(entry, LineDict) or "name" not in entry:
-            raise ctx.error(f"expected an entry with name:, got {entry!r}", line)
-        fwd_base = _base_name(ctx, entry["name"], entry.line)
-        fwd = f"{_derivative_namespace(fwd_base, npu_names)}::{fwd_base}"
-        calls: list[str] = []
-        for key, value in entry.items():
-            kline = _line_of(entry, key)
-            if key in _DERIV_META_KEYS:
-                continue
-            if not isinstance(key, str) or not _ARG_KEY.match(key):
-                raise ctx.error(f"unknown key {key!r} in a derivative entry", kline)
-            if not isinstance(value, str):
-                raise ctx.error(f"{key}: expected a formula string, got {value!r}", kline)
-            for name in _CALL.findall(value):
-                op = _canonical_call(name, npu_names)
-                if op not in calls:
-                    calls.append(op)
-        od = entry.get("output_differentiability")
-        # Items are True/False or a C++ condition (``isDifferentiableType(dtype)``).
-        if od is not None and not (
-            isinstance(od, list) and all(isinstance(b, bool | str) for b in od)
-        ):
-            raise ctx.error(
-                f"output_differentiability: expected a list of True/False, got {od!r}",
-                _line_of(entry, "output_differentiability"),
-            )
-        if all_versions is not None:
-            if "version" not in entry:
-                raise ctx.error("entry without version:", entry.line)
-            versions: list[str | None] = list(
-                _expand_spec(
-                    ctx, entry["version"], all_versions, _line_of(entry, "version"), "version"
-                )
-            )
-        elif "version" in entry:
-            # 6.0.rc3: one list file with explicit comma lists and no all_version to range over.
-            vline = _line_of(entry, "version")
-            raw = entry["version"]
-            if not isinstance(raw, str):
-                raise ctx.error(f"version: expected a comma list here, got {raw!r}", vline)
-            versions = []
-            for token in raw.split(","):
-                v = _minor(token)
-                if v is None:
-                    raise ctx.error(f"version: bad version {token.strip()!r}", vline)
-                versions.append(v)
-        else:
-            if folder_version is None:
-                raise ctx.error("entry without version: outside a vXrY/ folder", entry.line)
-            versions = [folder_version]
-        for v in versions:
-            if want is None or v == want:
-                rows.append(
-                    DerivativeRow(op=fwd, torch=v, backward_ops=tuple(calls), line=entry.line)
-                )
-    return rows
-
-
-# ---------------------------------------------------------------------------------------------
 # deprecated.yaml
 
 
 def parse_deprecated(text: str, *, origin: Origin) -> list[DeprecatedRow]:
     """``deprecated: [{name, replace?}]`` → rows for ``npu::`` ops (torch_npu custom ops)."""
     ctx = _Ctx(origin)
-    data = _expect_mapping(ctx, load_yaml(text, origin), "deprecated.yaml")
+    data = expect_mapping(ctx, load(text, origin), "deprecated.yaml")
     for key in data:
         if key != "deprecated":
-            raise ctx.error(f"unknown top-level key {key!r}", _line_of(data, key))
-    entries = _expect_list(ctx, data.get("deprecated"), _line_of(data, "deprecated"), "deprecated")
+            raise ctx.error(f"unknown top-level key {key!r}", line_of(data, key))
+    entries = expect_list(ctx, data.get("deprecated"), line_of(data, "deprecated"), "deprecated")
     rows: list[DeprecatedRow] = []
-    for line, entry in _items(entries):
+    for line, entry in items(entries):
         if not isinstance(entry, LineDict) or "name" not in entry:
             raise ctx.error(f"expected an entry with name:, got {entry!r}", line)
-        _check_keys(ctx, entry, frozenset({"name", "replace"}), "deprecated")
-        base = _base_name(ctx, entry["name"], entry.line)
+        check_keys(ctx, entry, frozenset({"name", "replace"}), "deprecated")
+        base = base_name(ctx, entry["name"], entry.line)
         replace = entry.get("replace", "")
         if not isinstance(replace, str):
-            raise ctx.error(f"replace: expected text, got {replace!r}", _line_of(entry, "replace"))
+            raise ctx.error(f"replace: expected text, got {replace!r}", line_of(entry, "replace"))
         rows.append(DeprecatedRow(op=f"npu::{base}", replacement=replace.strip(), line=entry.line))
     return rows
 
@@ -934,7 +709,3 @@ def functions_paths(paths: Iterable[str], *, torch: str | None = None) -> list[s
     """
     return _pick(paths, "op_plugin_functions.yaml", torch)
 
-
-def derivatives_paths(paths: Iterable[str], *, torch: str | None = None) -> list[str]:
-    """``derivatives.yaml`` and ``aclnn_derivatives.yaml`` to read for a ref (same rule)."""
-    return _pick(paths, "derivatives.yaml", torch) + _pick(paths, "aclnn_derivatives.yaml", torch)

@@ -1,33 +1,17 @@
 """The PyTorch op universe: ``native_functions.yaml`` (+ ``tags.yaml``) as torchgen reads them.
 
-The installed torch wheel ships both files under ``torchgen/packaged``; other torch versions
-come from PyTorch's repository through a :class:`~opcheck.sync.sources.Source`.  Nothing
-here imports torch: :func:`dispatcher_facts` asks a separate interpreter.
+Pure text → rows.  Where the text comes from (the installed torch's ``torchgen/packaged``
+copy) is :mod:`opcheck.sync.upstreams`' business; nothing here imports torch.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
-import json
-import re
-import subprocess
-import sys
 from collections.abc import Iterable
-from pathlib import Path
-from typing import Any
-
-import yaml
 
 from opcheck.core.errors import ScrapeError, UsageError
 from opcheck.core.opname import OpName
 from opcheck.scrapers.rows import OperatorRow, Origin
-from opcheck.sync.sources import Fetched, Source
-
-try:
-    _Loader: type[Any] = yaml.CSafeLoader
-except AttributeError:  # PyYAML built without libyaml: ~10x slower, still correct
-    _Loader = yaml.SafeLoader
+from opcheck.scrapers.yamlines import LineList, load
 
 # Keys torchgen's NativeFunction.from_yaml pops (torch 2.x), plus keys older torch releases
 # used that it no longer knows; anything else means the format moved on.
@@ -51,39 +35,10 @@ CEA = "CompositeExplicitAutograd"
 CEA_NF = "CompositeExplicitAutogradNonFunctional"
 BACKEND = "backend"
 
-REPO_PREFIX = "github/pytorch/pytorch"
-NATIVE_FUNCTIONS = "aten/src/ATen/native/native_functions.yaml"
-TAGS_YAML = "aten/src/ATen/native/tags.yaml"
-
-
-def _load(text: str, origin: Origin) -> Any:
-    try:
-        return yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        msg = str(getattr(e, "problem", None) or e).splitlines()[0]
-        raise ScrapeError(f"YAML error: {msg}", source=origin.path, line=line) from None
-
-
-def _entry_lines(text: str, count: int) -> list[int]:
-    """Line of each top-level list item.
-
-    CSafeLoader gives no marks on the loaded data; the top-level items of this file are the
-    ``- `` lines at column 0, which is much cheaper than composing the node tree.
-    """
-    lines = [i + 1 for i, ln in enumerate(text.splitlines()) if ln.startswith("- ")]
-    if len(lines) == count:
-        return lines
-    node = yaml.compose(text, Loader=_Loader)
-    if isinstance(node, yaml.SequenceNode):
-        return [n.start_mark.line + 1 for n in node.value]
-    return [0] * count
-
 
 def parse_tags(text: str, *, origin: Origin) -> set[str]:
     """The tag names declared in ``tags.yaml``."""
-    data = _load(text, origin)
+    data = load(text, origin)
     if not isinstance(data, list):
         raise ScrapeError("tags.yaml is not a list", source=origin.path)
     out: set[str] = set()
@@ -137,11 +92,11 @@ def parse_native_functions(
     ``generated`` tag, or no kernel at all when the parent is CompositeImplicit; their schema
     is derived by torchgen and left empty here).
     """
-    data = _load(text, origin)
-    if not isinstance(data, list):
+    data = load(text, origin)
+    if not isinstance(data, LineList):
         raise ScrapeError("expected a YAML list of functions", source=origin.path, line=1)
     valid_tags = parse_tags(tags_text, origin=origin) if tags_text is not None else None
-    lines = _entry_lines(text, len(data))
+    lines = data.item_lines
     rows: list[OperatorRow] = []
     generated: list[tuple[str, int, str]] = []
     for entry, line in zip(data, lines, strict=True):
@@ -228,127 +183,3 @@ def parse_native_functions(
             )
         )
     return rows
-
-
-# --- the installed torch, without importing it ------------------------------------------------
-
-
-def installed_torch_files() -> tuple[Path, Path] | None:
-    """``native_functions.yaml`` and ``tags.yaml`` packaged with the installed torch, if any."""
-    roots: list[Path] = []
-    try:
-        spec = importlib.util.find_spec("torchgen")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.submodule_search_locations:
-        roots.extend(Path(p) for p in spec.submodule_search_locations)
-    if not roots:
-        try:
-            dist = importlib.metadata.distribution("torch")
-            roots.append(Path(str(dist.locate_file("torchgen"))))
-        except importlib.metadata.PackageNotFoundError:
-            return None
-    for root in roots:
-        native = root / "packaged" / "ATen" / "native"
-        nf, tags = native / "native_functions.yaml", native / "tags.yaml"
-        if nf.is_file() and tags.is_file():
-            return nf, tags
-    return None
-
-
-def installed_torch_version() -> str | None:
-    """``2.13.0+cpu`` as the installed distribution's metadata says; None without torch."""
-    try:
-        return importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def installed_operators() -> tuple[list[OperatorRow], Origin] | None:
-    """Parse the installed torch's op universe; None when torch is not installed."""
-    files = installed_torch_files()
-    if files is None:
-        return None
-    nf, tags = files
-    version = installed_torch_version() or ""
-    origin = Origin(path=str(nf), ref=version)
-    rows = parse_native_functions(
-        nf.read_text(encoding="utf-8"), origin=origin, tags_text=tags.read_text(encoding="utf-8")
-    )
-    return rows, origin
-
-
-# --- another torch version through a source ----------------------------------------------------
-
-
-def torch_tag(version: str) -> str:
-    """``2.6.0+cpu`` / ``v2.6.0`` → the PyTorch git tag ``v2.6.0``."""
-    m = re.match(r"^v?(\d+\.\d+\.\d+)", version.strip())
-    if not m:
-        raise UsageError(f"not a torch version: {version!r} (expected e.g. 2.6.0)")
-    return f"v{m[1]}"
-
-
-def fetch_torch_files(source: Source, version: str) -> tuple[Fetched, Fetched]:
-    """native_functions.yaml and tags.yaml of torch ``version`` (PyTorch repo at ``vX.Y.Z``)."""
-    base = f"{REPO_PREFIX}/{torch_tag(version)}"
-    return source.fetch(f"{base}/{NATIVE_FUNCTIONS}"), source.fetch(f"{base}/{TAGS_YAML}")
-
-
-def operators_for(source: Source, version: str) -> tuple[list[OperatorRow], Origin]:
-    nf, tags = fetch_torch_files(source, version)
-    return parse_native_functions(nf.text, origin=nf.origin, tags_text=tags.text), nf.origin
-
-
-# --- the runtime dispatcher, in a subprocess ---------------------------------------------------
-
-DISPATCH_KEYS = (CIA, CEA, CEA_NF, "CPU", "Meta", "PrivateUse1")
-
-_PROBE = r"""
-import json, sys
-import torch
-req = json.load(sys.stdin)
-out = {}
-for op in req["ops"]:
-    got = []
-    for key in req["keys"]:
-        try:
-            if torch._C._dispatch_has_kernel_for_dispatch_key(op, key):
-                got.append(key)
-        except Exception:
-            pass
-    out[op] = got
-json.dump(out, sys.stdout)
-"""
-
-
-def dispatcher_facts(
-    ops: Iterable[str],
-    *,
-    keys: Iterable[str] = DISPATCH_KEYS,
-    python: str | None = None,
-    timeout: float = 300.0,
-) -> dict[str, set[str]]:
-    """Which of ``keys`` each op has a kernel for, asked of torch in a child interpreter.
-
-    torch is never imported here: importing it costs seconds and hundreds of MB, and the
-    catalog code must run without it.  Ops unknown to that torch map to an empty set.
-    """
-    req = {"ops": [str(OpName.parse(o, default_namespace="aten")) for o in ops], "keys": list(keys)}
-    cmd = [python or sys.executable, "-c", _PROBE]
-    try:
-        proc = subprocess.run(
-            cmd, input=json.dumps(req), capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise ScrapeError(f"dispatcher probe failed: {e}", source=cmd[0]) from None
-    if proc.returncode != 0:
-        tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-        raise ScrapeError(
-            f"dispatcher probe failed: {tail[-1] if tail else proc.returncode}", source=cmd[0]
-        )
-    try:
-        data = json.loads(proc.stdout)
-    except ValueError:
-        raise ScrapeError("dispatcher probe printed no JSON", source=cmd[0]) from None
-    return {str(op): set(v) for op, v in data.items()}

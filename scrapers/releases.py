@@ -2,8 +2,9 @@
 
 The version map lives in many places that drifted over time: ``COMPATIBILITY*.md`` on master
 and the README tables of every release tag, in five header layouts.  The parsers here read
-one file each and stay pure; :func:`merge_matrix` joins tags and tables into one row per
-torch_npu release and reports, instead of hiding, where the tables disagree.
+one file each and stay pure (pipe tables via :mod:`opcheck.scrapers.tables`);
+:func:`compat_paths` says which files to read and :func:`merge_matrix` joins tags and tables
+into one row per torch_npu release and reports, instead of hiding, where the tables disagree.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from opcheck.core.errors import ScrapeError
 from opcheck.core.versions import clean_release, release_key
 from opcheck.scrapers.rows import CompatRow, Origin, PythonCompatRow, ReleaseTagRow
-from opcheck.sync.sources import Source
+from opcheck.scrapers.tables import PipeTable, pipe_tables
 
 RELEASES_COLUMNS = (
     "tag",
@@ -77,44 +78,8 @@ def parse_releases_tsv(text: str, *, origin: Origin) -> list[ReleaseTagRow]:
 
 # --- Markdown tables ---------------------------------------------------------------------
 
-_SEPARATOR = re.compile(r"^\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 _PLACEHOLDERS = {"", "-", "\\", "/", "—", "N/A", "n/a"}
-
-
-@dataclass(frozen=True)
-class _Table:
-    header: tuple[str, ...]
-    line: int  # of the header
-    rows: tuple[tuple[int, tuple[str, ...]], ...]
-
-
-def _cells(line: str) -> list[str]:
-    s = line.strip()
-    if s.startswith("|"):
-        s = s[1:]
-    if s.endswith("|") and not s.endswith("\\|"):
-        s = s[:-1]
-    return [c.strip() for c in s.split("|")]
-
-
-def _tables(text: str) -> list[_Table]:
-    lines = text.splitlines()
-    out: list[_Table] = []
-    i = 0
-    while i < len(lines) - 1:
-        head = lines[i].strip()
-        if head.startswith("|") and _SEPARATOR.match(lines[i + 1].strip()):
-            body: list[tuple[int, tuple[str, ...]]] = []
-            j = i + 2
-            while j < len(lines) and lines[j].strip().startswith("|"):
-                body.append((j + 1, tuple(_cells(lines[j]))))
-                j += 1
-            out.append(_Table(tuple(_cells(head)), i + 1, tuple(body)))
-            i = j
-        else:
-            i += 1
-    return out
 
 
 def _norm_header(cell: str) -> str:
@@ -222,7 +187,7 @@ def parse_compat(text: str, *, origin: Origin) -> tuple[list[CompatRow], list[Py
     """
     compat: list[CompatRow] = []
     pythons: list[PythonCompatRow] = []
-    for table in _tables(text):
+    for table in pipe_tables(text):
         kinds = _classify_compat(table.header)
         if kinds is not None:
             compat.extend(_compat_rows(table, kinds, origin))
@@ -233,7 +198,7 @@ def parse_compat(text: str, *, origin: Origin) -> tuple[list[CompatRow], list[Py
     return compat, pythons
 
 
-def _unknown_column(table: _Table, kinds: Sequence[str | None], origin: Origin, what: str) -> None:
+def _unknown_column(table: PipeTable, kinds: Sequence[str | None], origin: Origin, what: str) -> None:
     bad = [h for h, k in zip(table.header, kinds, strict=True) if k is None]
     if bad:
         raise ScrapeError(
@@ -243,7 +208,7 @@ def _unknown_column(table: _Table, kinds: Sequence[str | None], origin: Origin, 
         )
 
 
-def _compat_rows(table: _Table, kinds: Sequence[str | None], origin: Origin) -> list[CompatRow]:
+def _compat_rows(table: PipeTable, kinds: Sequence[str | None], origin: Origin) -> list[CompatRow]:
     _unknown_column(table, kinds, origin, "compatibility")
     if "torch_npu" not in kinds or "cann" not in kinds:
         raise ScrapeError(
@@ -297,7 +262,7 @@ def _compat_rows(table: _Table, kinds: Sequence[str | None], origin: Origin) -> 
 
 
 def _python_rows(
-    table: _Table, kinds: Sequence[str | None], origin: Origin
+    table: PipeTable, kinds: Sequence[str | None], origin: Origin
 ) -> list[PythonCompatRow]:
     _unknown_column(table, kinds, origin, "PyTorch/Python")
     out: list[PythonCompatRow] = []
@@ -386,7 +351,8 @@ class MatrixResult:
 _BRANCH_TRAIN = re.compile(r"^v\d+\.\d+(?:\.\d+)?-(?P<train>\d[\w.]*)$")
 
 
-def _train_from_branch(branch: str) -> str:
+def train_from_branch(branch: str) -> str:
+    """``v2.1.0-7.2.0`` → the Ascend release train ``7.2.0``; "" for other branch names."""
     m = _BRANCH_TRAIN.match(branch)
     return m["train"] if m else ""
 
@@ -469,7 +435,7 @@ def merge_matrix(tags: Sequence[ReleaseTagRow], tables: Sequence[CompatTable]) -
             MatrixRow(
                 torch_npu_version=npu,
                 torch_version=torch,
-                train=get("train") or _train_from_branch(branch),
+                train=get("train") or train_from_branch(branch),
                 cann_version=get("cann_version"),
                 pythons=python_map.get(torch, ((), ""))[0],
                 tag=get("tag"),
@@ -531,7 +497,7 @@ def _dedupe(items: Iterable[MatrixConflict]) -> list[MatrixConflict]:
     return out
 
 
-# --- collecting every table of a source ----------------------------------------------------
+# --- which files hold tables --------------------------------------------------------------
 
 PYTORCH_REPO = "github/Ascend/pytorch"
 _MASTER_FILES = ("COMPATIBILITY.md", "COMPATIBILITY.en.md", "README.zh.md", "README.md")
@@ -552,28 +518,3 @@ def compat_paths(tags: Sequence[ReleaseTagRow], refs: Iterable[str] = ()) -> lis
         names = _MASTER_FILES if ref == "master" else _TAG_FILES
         out.extend(f"{PYTORCH_REPO}/{ref}/{n}" for n in names)
     return out
-
-
-def collect_compat(source: Source, tags: Sequence[ReleaseTagRow]) -> list[CompatTable]:
-    """Parse every compat table ``source`` has, newest first (the order merge_matrix wants)."""
-    try:
-        refs = source.list_dir(PYTORCH_REPO)
-    except ScrapeError:
-        refs = []  # HTTP sources cannot list; the tag list still names every release ref
-    tables: list[CompatTable] = []
-    for path in compat_paths(tags, refs):
-        if not source.exists(path):
-            continue
-        got = source.fetch(path)
-        compat, pythons = parse_compat(got.text, origin=got.origin)
-        if compat or pythons:
-            tables.append(CompatTable(got.origin, tuple(compat), tuple(pythons)))
-    return tables
-
-
-def load_matrix(source: Source) -> tuple[MatrixResult, list[ReleaseTagRow], list[CompatTable]]:
-    """releases.tsv + every compat table of ``source`` → the merged matrix."""
-    got = source.fetch("releases.tsv")
-    tags = parse_releases_tsv(got.text, origin=got.origin)
-    tables = collect_compat(source, tags)
-    return merge_matrix(tags, tables), tags, tables

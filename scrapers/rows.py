@@ -73,16 +73,6 @@ class DeprecatedRow:
 
 
 @dataclass(frozen=True)
-class DerivativeRow:
-    """An autograd formula op-plugin registers (which backward op a forward op uses)."""
-
-    op: str  # canonical forward op
-    torch: str | None
-    backward_ops: tuple[str, ...]  # canonical names of backward functions called
-    line: int = 0
-
-
-@dataclass(frozen=True)
 class ReleaseTagRow:
     """A torch_npu release tag (releases.tsv / the tag list + version files)."""
 

@@ -10,7 +10,7 @@
   spellings seen: ``torch (==2.6.0+cpu)``, ``torch ==2.12.0``, ``torch==2.13.0.*``).
 * ``torch_npu/version.py`` (``__version__``, ``git_version``).
 
-Pure parse functions; fetching (pip download, zip members) lives in ``scrapers/sources.py``.
+Pure parse functions; fetching (pip download, zip members) lives in ``sync/sources.py``.
 """
 
 from __future__ import annotations

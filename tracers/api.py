@@ -1,4 +1,7 @@
-"""The tracers' one entry point for the CLI: ``trace()`` a model, ``trace_log()`` a runtime log.
+"""The tracers' one entry point for the CLI: ``trace()`` a model.
+
+A runtime log is read by :func:`opcheck.contrib.logs.parse_log` (``opcheck trace --log``), the
+reader ``opcheck explain`` uses too: contrib sits above tracers.
 
 Importing this module does not import torch. Decisions (what a file is, whether it may be
 loaded) are made here with stdlib-only code; anything that executes model code runs in the
@@ -22,16 +25,18 @@ state_dict, ONNX, ...  TraceError saying what the file is and what to give inste
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from opcheck.core.errors import TraceError
 from opcheck.core.oplist import OpList
 from opcheck.tracers import sandbox, static
+from opcheck.tracers.composites import watched_composites
 from opcheck.tracers.inputs import InputSpec, resolve
 from opcheck.tracers.sniff import Sniffed, sniff
 
-__all__ = ["InputSpec", "resolve", "trace", "trace_log"]
+__all__ = ["InputSpec", "resolve", "trace"]
 
 
 def trace(
@@ -44,15 +49,20 @@ def trace(
     timeout: float = sandbox.DEFAULT_TIMEOUT,
     memory_mb: int = sandbox.DEFAULT_MEMORY_MB,
     static_only: bool = False,
+    composites: Iterable[str] | None = None,
 ) -> OpList:
-    """The op list of a model file or a model given as code. Raises TraceError (one line)."""
+    """The op list of a model file or a model given as code. Raises TraceError (one line).
+
+    ``composites``: the CompositeImplicitAutograd ops a runtime trace records at both levels
+    (default: those with an NPU kernel in some release of the bundled catalog)."""
     spec = inputs or InputSpec()
+    watch = None if composites is None else list(composites)
     if model_spec:
         if static_only:
             raise TraceError("--static-only needs a .pt2 or TorchScript file, not --model code")
         return _runtime(
             {"model_spec": model_spec, "label": model_spec},
-            spec, train=train, timeout=timeout, memory_mb=memory_mb, static=None,
+            spec, train=train, timeout=timeout, memory_mb=memory_mb, static=None, watch=watch,
         )  # fmt: skip
     if target is None:
         raise TraceError("nothing to trace: give a model file or --model pkg.module:Class")
@@ -81,7 +91,7 @@ def trace(
             return listing
         return _runtime(
             {"target": str(path.resolve()), "kind": sn.kind, "trust": True, "label": label},
-            spec, train=train, timeout=timeout, memory_mb=memory_mb, static=listing,
+            spec, train=train, timeout=timeout, memory_mb=memory_mb, static=listing, watch=watch,
         )  # fmt: skip
     if sn.kind == "torchscript":
         listing = static.list_torchscript(path, label=label)
@@ -98,7 +108,7 @@ def trace(
             raise TraceError(sn.message())
         return _runtime(
             {"target": str(path.resolve()), "kind": sn.kind, "trust": True, "label": label},
-            spec, train=train, timeout=timeout, memory_mb=memory_mb, static=None,
+            spec, train=train, timeout=timeout, memory_mb=memory_mb, static=None, watch=watch,
         )  # fmt: skip
     raise TraceError(sn.message())
 
@@ -111,12 +121,26 @@ def _runtime(
     timeout: float,
     memory_mb: int,
     static: OpList | None,
+    watch: list[str] | None,
 ) -> OpList:
-    request = {**request, "inputs": inputs.to_json(), "train": train, "cwd": os.getcwd()}
+    # only runtime traces need the catalog's CIA set (opening the catalog costs ~0.2 s)
+    composites = list(watched_composites()) if watch is None else watch
+    request = {**request, "inputs": inputs.to_json(), "train": train, "cwd": os.getcwd(),
+               "composites": composites}  # fmt: skip
     result = sandbox.run_worker(request, timeout=timeout, memory_mb=memory_mb)
     if result.get("ok"):
         return OpList.from_json(result.get("oplist"), source="tracer worker")
     error = str(result.get("error", "unknown error"))
+    if result.get("stopped") and static is None:
+        # the worker died (crash, timeout, memory): what it streamed before, marked incomplete
+        partial = OpList.from_json(result["partial"], source="tracer worker")
+        partial.mode = "train" if train else "inference"
+        partial.stopped = f"{error}; {partial.stopped}"
+        partial.complete = False
+        # the checker states INCOMPLETE with `stopped`; this says what the list holds
+        partial.notes.insert(0, "the distinct ops seen until the trace stopped are listed "
+                             "(counts are not final)")
+        return partial
     if result.get("data_dependent"):
         if static is not None:
             static.notes.insert(
@@ -126,24 +150,14 @@ def _runtime(
         if result.get("partial"):
             partial = OpList.from_json(result["partial"], source="tracer worker")
             partial.mode = "train" if train else "inference"
-            partial.notes.insert(
-                0,
-                f"INCOMPLETE: {error}; ops up to that point are listed, the rest of the model "
-                "was not traced (give inputs that avoid the branch, or export with torch.export)",
-            )
+            partial.complete = False
+            partial.stopped = partial.stopped or error
             return partial
     if static is not None:
         static.notes.insert(0, f"runtime trace failed: {error}; static listing used instead")
         return static
     label = request.get("label", "")
     raise TraceError(f"{label}: {error}" if label and str(label) not in error else error)
-
-
-def trace_log(path: str | Path) -> OpList:
-    """Turn a torch_npu / CANN runtime log into an op list (streamed, bounded memory)."""
-    from opcheck.tracers import logs
-
-    return logs.parse_log(Path(path))
 
 
 def describe(path: str | Path) -> Sniffed:

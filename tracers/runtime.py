@@ -11,23 +11,34 @@ leave autograd and CompositeImplicitAutograd decomposition, i.e. what a PrivateU
 receives, with the device-type-dependent choices (dropout, SDPA, RNN) made for PrivateUse1.
 
 Per op it records the call count, input dtypes, the shape of the first tensor argument, the
-nn.Module path (``backward``/``optimizer`` outside forward) and the first source line outside
-torch. Only ops touching an ``npu`` tensor are kept: host-only work never reaches the backend.
+nn.Module path (``backward``/``optimizer`` outside forward), the first source line outside
+torch and the distinct call signatures (dtypes per argument name, output dtypes, ``dtype=``,
+non-tensor arguments). Watched CompositeImplicitAutograd ops are recorded at two levels (the op
+and, tagged with it as parent, its decomposition; see ``install_composite_kernels``). Only ops touching an ``npu`` tensor are kept: host-only work never reaches the backend.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opcheck.core.errors import TraceError
-from opcheck.core.oplist import MAX_SAMPLES, OpList, OpUse
+from opcheck.core.oplist import (
+    MAX_APIS,
+    MAX_CHILDREN,
+    MAX_SAMPLES,
+    MAX_SIGNATURES,
+    OpList,
+    OpUse,
+    Signature,
+)
 from opcheck.tracers.inputs import InputSpec, TensorSpec
 
 if TYPE_CHECKING:
@@ -88,7 +99,11 @@ class Recorder:
     """Collects OpUse rows; the dispatch mode and hooks feed it."""
 
     def __init__(self) -> None:
-        self.ops: dict[str, OpUse] = {}
+        self.ops: dict[tuple[str, tuple[str, ...]], OpUse] = {}
+        # CIA ops whose decomposition is running (outermost first): the parents of new records
+        self.parents: list[str] = []
+        self.stream: Stream | None = None
+        self.watched: frozenset[str] = frozenset()  # CIA ops recorded at both levels
         self.module_stack: list[str] = []
         self.enabled = True
         self.phase = ""  # "", "backward", "optimizer": shown in place of a module path
@@ -96,9 +111,9 @@ class Recorder:
         self.in_node = 0  # >0 while an autograd node's backward formula runs
         self._torch_dirs = _torch_dirs()
 
-    def location(self) -> str:
-        """First source line outside torch and opcheck's tracer: the user's call site."""
-        f = sys._getframe(2)
+    def user_frame(self) -> Any:
+        """Innermost frame outside torch and opcheck's tracer: the user's call site."""
+        f = sys._getframe(1)
         while f is not None:
             fn = f.f_code.co_filename
             if (
@@ -106,16 +121,24 @@ class Recorder:
                 and not fn.startswith(_TRACER_DIR)
                 and not fn.startswith("<")
             ):
-                return f"{_short_path(fn)}:{f.f_lineno}"
+                return f
             f = f.f_back  # type: ignore[assignment]
-        return ""
+        return None
 
-    def record(self, func: Any, args: Any, kwargs: Any) -> None:
+    def location(self) -> str:
+        f = self.user_frame()
+        return f"{_short_path(f.f_code.co_filename)}:{f.f_lineno}" if f is not None else ""
+
+    def record(
+        self, func: Any, args: Any, kwargs: Any, *, composite: bool = False, out: Any = None
+    ) -> Signature | None:
+        """Count one call; returns its signature (a composite's outputs are filled in by the
+        caller once its decomposition has run)."""
         if not self.enabled:
-            return
+            return None
         name = op_name(func)
         if name is None:
-            return
+            return None
         if self.context:
             name = _renamed(self.context[-1], name, args)
         elif self.phase == "backward" and not self.in_node and name == "aten::add.Tensor":
@@ -123,9 +146,18 @@ class Recorder:
             # it accumulates in place when the buffer is not shared, which is the usual case;
             # on subclasses it never does.
             name = "aten::add_.Tensor"
-        use = self.ops.get(name)
+        via = tuple(self.parents)
+        key = (name, via)
+        use = self.ops.get(key)
+        new = use is None
         if use is None:
-            use = self.ops[name] = OpUse(op=name)
+            use = self.ops[key] = OpUse(
+                op=name, parent=via[-1] if via else "", via=list(via), composite=composite
+            )
+            if via:
+                parent = self.ops.get((via[-1], via[:-1]))
+                if parent is not None and len(parent.children) < MAX_CHILDREN:
+                    parent.children.append(name)
         use.count += 1
         import torch
 
@@ -145,10 +177,244 @@ class Recorder:
         where = self.module_stack[-1] if self.module_stack else self.phase
         if where and where not in use.modules and len(use.modules) < MAX_SAMPLES:
             use.modules.append(where)
+        frame = None
         if len(use.locations) < MAX_SAMPLES:
-            loc = self.location()
-            if loc and loc not in use.locations:
-                use.locations.append(loc)
+            frame = self.user_frame()
+            if frame is not None:
+                loc = f"{_short_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+                if loc not in use.locations:
+                    use.locations.append(loc)
+        sig = _signature(func, args, kwargs, out)
+        got = next((x for x in use.signatures if x.key == sig.key), None)
+        if got is None and len(use.signatures) < MAX_SIGNATURES:
+            got = sig
+            use.signatures.append(sig)
+        if got is not None:
+            got.count += 1
+            if len(got.apis) < MAX_APIS and not self.phase:
+                frame = frame or self.user_frame()
+                api = _api_at(frame) if frame is not None else ""
+                if api and api not in got.apis:
+                    got.apis.append(api)
+        if new and self.stream is not None:
+            self.stream.op(use)
+        return got
+
+    def sorted_ops(self) -> list[OpUse]:
+        return sorted(self.ops.values(), key=lambda u: (u.op, u.via))
+
+
+class Stream:
+    """Records as JSON lines, written as they are made: a crash, a timeout or a memory kill of
+    the worker still leaves the parent the distinct ops seen so far (counts are only final in
+    the result document)."""
+
+    def __init__(self, path: str) -> None:
+        # line-buffered: each record reaches the file before the next op runs
+        self._f = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+
+    def op(self, use: OpUse) -> None:
+        self.event({"op": use.op, "via": use.via, "composite": use.composite,
+                    "dtypes": use.dtypes, "shapes": use.shapes[:1], "modules": use.modules[:1],
+                    "locations": use.locations[:1]})  # fmt: skip
+
+    def event(self, doc: dict[str, Any]) -> None:
+        import json
+
+        # disk full / file closed: the final result document still has every record
+        with contextlib.suppress(OSError, ValueError):
+            self._f.write(json.dumps(doc) + "\n")
+
+    def close(self) -> None:
+        self._f.close()
+
+
+_API_CACHE: dict[tuple[Any, int], str] = {}
+
+
+def _api_at(frame: Any) -> str:
+    """The public API the user's line calls at this instruction: the callee of the call being
+    executed, read from the source span of the instruction (co_positions) and looked up in the
+    frame (``F.max_pool3d`` -> ``torch.nn.functional.max_pool3d``, ``y.repeat_interleave`` ->
+    ``Tensor.repeat_interleave``, ``self.proj`` -> ``torch.nn.Linear``). "" when unknown.
+
+    Not a TorchFunctionMode: an active mode turns off fast paths (TransformerEncoderLayer) a
+    real backend takes, which would change the op list.
+    """
+    key = (frame.f_code, frame.f_lasti)
+    if key in _API_CACHE:
+        return _API_CACHE[key]
+    api = ""
+    try:
+        api = _resolve_callee(frame, _callee_text(frame))
+    except Exception:  # provenance is best effort: never let it break a trace
+        api = ""
+    _API_CACHE[key] = api
+    return api
+
+
+def _callee_text(frame: Any) -> str:
+    """The dotted callee of the call (or subscript) the frame is executing: ``F.max_pool3d``;
+    a method on a computed receiver (``f(x).to(...)``) as ``?.to``; ``x[i]`` as ``?[]``."""
+    import ast
+    import linecache
+
+    positions = list(frame.f_code.co_positions())
+    index = frame.f_lasti // 2  # one position per 2-byte code unit
+    if index >= len(positions):
+        return ""
+    line, end_line, col, end_col = positions[index]
+    if line is None or col is None or end_line is None or end_col is None:
+        return ""
+    lines = [linecache.getline(frame.f_code.co_filename, n) for n in range(line, end_line + 1)]
+    if end_line == line:
+        text = lines[0][col:end_col]
+    else:
+        text = lines[0][col:] + "".join(lines[1:-1]) + lines[-1][:end_col]
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return ""
+    if isinstance(node, ast.Subscript):
+        return "?[]"
+    if not isinstance(node, ast.Call):
+        return ""
+    parts: list[str] = []
+    fn = node.func
+    while isinstance(fn, ast.Attribute):
+        parts.append(fn.attr)
+        fn = fn.value
+    if isinstance(fn, ast.Name):
+        parts.append(fn.id)
+    else:
+        parts.append("?")
+    return ".".join(reversed(parts))
+
+
+def _resolve_callee(frame: Any, text: str) -> str:
+    import builtins
+
+    import torch
+
+    if not text:
+        return ""
+    if text == "?[]":
+        return "Tensor.__getitem__"
+    head, *rest = text.split(".")
+    if head == "?":  # a method of a value computed on the line: a tensor's, if it has one
+        name = rest[-1] if rest else ""
+        return f"Tensor.{name}" if name and hasattr(torch.Tensor, name) else ""
+    scope = {**vars(builtins), **frame.f_globals, **frame.f_locals}
+    if head not in scope:
+        return text
+    obj = scope[head]
+    for part in rest:
+        obj = getattr(obj, part)
+    if isinstance(obj, torch.nn.Module):
+        cls = type(obj)
+        mod = cls.__module__
+        if mod.startswith("torch.nn.modules."):
+            mod = "torch.nn"
+        return f"{mod}.{cls.__qualname__}"
+    owner = getattr(obj, "__self__", None)
+    name = getattr(obj, "__name__", "") or (rest[-1] if rest else head)
+    if isinstance(owner, torch.Tensor):
+        return f"Tensor.{name}"
+    if isinstance(owner, torch.nn.Module):
+        return f"{type(owner).__qualname__}.{name}"
+    mod = getattr(obj, "__module__", None) or ""
+    if mod.startswith("torch._C"):
+        return _public_name(obj, name) or text
+    return f"{mod}.{name}" if mod else text
+
+
+# Built-in functions live in torch._C submodules under prefixed names (torch._C._linalg.
+# linalg_cholesky is torch.linalg.cholesky); the docs name the public spelling.
+_PUBLIC_NAMESPACES = (("torch.nn.functional", ""), ("torch.linalg", "linalg_"),
+                      ("torch.special", "special_"), ("torch.fft", "fft_"), ("torch", ""))
+
+
+def _public_name(obj: Any, name: str) -> str:
+    import importlib
+
+    for namespace, prefix in _PUBLIC_NAMESPACES:
+        public = name.removeprefix(prefix)
+        try:
+            module = importlib.import_module(namespace)
+        except ImportError:
+            continue
+        if getattr(module, public, None) is obj:
+            return f"{namespace}.{public}"
+    return ""
+
+
+_MAX_LIST = 8  # int lists longer than this are summarised by their length
+# always the traced device / a host-side allocation detail: no backend limit depends on them
+_NOISE_ARGS = frozenset({"device", "pin_memory"})
+
+
+def _signature(func: Any, args: Any, kwargs: Any, out: Any) -> Signature:
+    """Tensor dtypes per schema argument name, output dtypes, ``dtype=`` and the non-default
+    non-tensor arguments, compactly (a list of tensors by its dtypes, a long list by its
+    length)."""
+    import torch
+
+    sig = Signature()
+    schema = func._schema
+    for i, a in enumerate(schema.arguments):
+        if not a.kwarg_only and i < len(args):
+            v = args[i]
+        elif a.name in kwargs:
+            v = kwargs[a.name]
+        else:
+            continue
+        if v is None or a.name in _NOISE_ARGS:
+            continue
+        if isinstance(v, torch.Tensor):
+            sig.inputs[a.name] = _dtype_name(v.dtype)
+            continue
+        if isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v):
+            dts = dict.fromkeys(_dtype_name(x.dtype) for x in v if isinstance(x, torch.Tensor))
+            sig.inputs[a.name] = ",".join(dts)
+            continue
+        if isinstance(v, torch.dtype):
+            if a.name == "dtype":
+                sig.dtype = _dtype_name(v)
+            else:
+                sig.args[a.name] = _dtype_name(v)
+            continue
+        if a.has_default_value():
+            try:
+                if v == a.default_value:
+                    continue
+            except Exception:  # a SymInt or an object that does not compare: keep it
+                pass
+        sig.args[a.name] = _compact_arg(v)
+    outs = [_dtype_name(t.dtype) for t in _iter_tensors(out, None)]
+    sig.outputs = outs
+    return sig
+
+
+def _compact_arg(v: Any) -> Any:
+    import torch
+
+    if isinstance(v, (bool, str, int, float)):
+        return v
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        try:
+            if isinstance(v, torch.SymInt):
+                return int(v)
+            return bool(v) if isinstance(v, torch.SymBool) else float(v)
+        except Exception:  # unbacked: data-dependent
+            return str(v)
+    if isinstance(v, (list, tuple)):
+        if len(v) > _MAX_LIST:
+            return f"<{len(v)} values>"
+        flat = (bool, int, float, str, torch.SymInt, torch.SymFloat)
+        return [_compact_arg(x) if isinstance(x, flat) else str(x) for x in v]
+    if isinstance(v, torch.device):
+        return v.type
+    return str(v).removeprefix("torch.")
 
 
 def _short_path(fn: str) -> str:
@@ -197,11 +463,31 @@ def _make_mode(recorder: Recorder) -> Any:
             if isinstance(func, HigherOrderOperator):
                 # torch.cond / while_loop pick a branch from tensor values: not followable
                 raise DataDependent(f"control-flow operator {func.name()}")  # type: ignore[no-untyped-call]
-            out = func(*args, **kwargs)
+            if is_composite_implicit(func) and _on_device((args, kwargs)):
+                # Inference mode skips the autograd keys, so composite ops arrive here whole;
+                # a backend without a kernel for them decomposes them at its own key.
+                context = "reshape" if func.name() == "aten::reshape" else ""
+                if context:
+                    recorder.context.append(context)
+                try:
+                    with self, _as_parent(recorder, func, args, kwargs) as result:
+                        result.append(decompose(func, args, kwargs))
+                        return result[0]
+                finally:
+                    if context:
+                        recorder.context.pop()
+            try:
+                out = func(*args, **kwargs)
+            except Exception:
+                # the op the trace stopped at (data-dependent output shape, ...) was called:
+                # keep it in the partial list
+                if _on_device((args, kwargs)):
+                    recorder.record(func, args, kwargs)
+                raise
             # Ops on host tensors only (optimizer step counters, Python scalars lifted to
             # tensors) never reach the NPU backend.
             if _on_device((args, kwargs)) or _on_device(out):
-                recorder.record(func, args, kwargs)
+                recorder.record(func, args, kwargs, out=out)
             return out
 
     return RecordingMode()  # type: ignore[no-untyped-call]
@@ -240,6 +526,7 @@ def _watch_functions(recorder: Recorder) -> Iterator[None]:
 
     original = F.scaled_dot_product_attention
 
+    @functools.wraps(original)
     def sdpa(*args: Any, **kwargs: Any) -> Any:
         recorder.context.append("scaled_dot_product_attention")
         try:
@@ -289,13 +576,15 @@ def _install_escape_kernels() -> None:
     def empty_strided(size: Any, stride: Any, dtype: Any = None, layout: Any = None,
                       device: Any = None, pin_memory: Any = None) -> Any:  # fmt: skip
         out = fake_empty(size, stride, dtype)
-        active()[1].record(torch.ops.aten.empty_strided.default, (), {})
+        active()[1].record(torch.ops.aten.empty_strided.default, (size, stride),
+                           {"dtype": dtype}, out=out)  # fmt: skip
         return out
 
     def empty_memory_format(size: Any, dtype: Any = None, layout: Any = None, device: Any = None,
                             pin_memory: Any = None, memory_format: Any = None) -> Any:  # fmt: skip
         out = fake_empty(size, None, dtype)
-        active()[1].record(torch.ops.aten.empty.memory_format, (), {})
+        active()[1].record(torch.ops.aten.empty.memory_format, (size,), {"dtype": dtype},
+                           out=out)  # fmt: skip
         return out
 
     def copy_(self: Any, src: Any, non_blocking: bool = False) -> Any:
@@ -310,7 +599,8 @@ def _install_escape_kernels() -> None:
                 memory_format: Any = None) -> Any:  # fmt: skip
         # BackendSelect routes _to_copy(host tensor, device=npu) here as one top-level op.
         out = fake_empty(tuple(self.shape), None, dtype or self.dtype)
-        active()[1].record(torch.ops.aten._to_copy.default, (self,), {})
+        active()[1].record(torch.ops.aten._to_copy.default, (self,), {"dtype": dtype},
+                           out=out)  # fmt: skip
         return out
 
     def reshape(self: Any, shape: Any) -> Any:
@@ -335,11 +625,125 @@ def _install_escape_kernels() -> None:
     _ESCAPE_LIB.append(lib)
 
 
+# A backend that registers a kernel for a CompositeImplicitAutograd op receives the op itself;
+# one that does not receives its decomposition. Which one depends on the torch_npu release, so
+# the trace records both levels: for each watched CIA op a kernel on AutogradPrivateUse1 (the
+# key where the composite would otherwise decompose, so autograd of the decomposition keeps
+# working) records the op, makes it the parent of every op recorded below it, and continues
+# with the op's own decomposition. The watched set comes from the parent process (the catalog's
+# CIA ops with an NPU kernel in some release); the worker never opens the catalog.
+_COMPOSITE_LIB: list[Any] = []
+_COMPOSITE_INSTALLED: set[str] = set()
+
+
+def _overload(name: str) -> Any | None:
+    """The OpOverload for ``ns::name.overload``, or None when this torch has no such op."""
+    import torch
+
+    ns, _, rest = name.partition("::")
+    base, _, overload = rest.partition(".")
+    try:
+        packet = getattr(getattr(torch.ops, ns), base)
+        return getattr(packet, overload or "default")
+    except (AttributeError, RuntimeError):
+        return None
+
+
+_CIA_CACHE: dict[Any, bool] = {}
+
+
+def is_composite_implicit(func: Any) -> bool:
+    known = _CIA_CACHE.get(func)
+    if known is None:
+        import torch
+
+        try:
+            known = bool(
+                torch._C._dispatch_has_kernel_for_dispatch_key(
+                    func.name(), "CompositeImplicitAutograd"
+                )
+            )
+        except RuntimeError:  # prim:: ops registered only with the JIT, not the dispatcher
+            known = False
+        _CIA_CACHE[func] = known
+    return known
+
+
+def install_composite_kernels(names: Any) -> list[str]:
+    """Register the recording kernels for the CIA ops in ``names`` (idempotent, per process).
+    Returns the names that are not CIA ops in this torch (not watched)."""
+    import torch
+
+    skipped: list[str] = []
+    if not _COMPOSITE_LIB:
+        _COMPOSITE_LIB.append(torch.library.Library("aten", "IMPL"))  # type: ignore[no-untyped-call]
+    lib = _COMPOSITE_LIB[0]
+    for name in sorted(set(names)):
+        if name in _COMPOSITE_INSTALLED:
+            continue
+        func = _overload(name)
+        # reshape already has the escape kernel, which also calls this module's hook
+        if func is None or not is_composite_implicit(func) or name == "aten::reshape":
+            skipped.append(name)
+            continue
+        _, _, base = func._schema.name.partition("::")
+        overload = func._schema.overload_name
+        key = f"{base}.{overload}" if overload else base
+        lib.impl(key, _composite_kernel(func), "AutogradPrivateUse1")
+        _COMPOSITE_INSTALLED.add(name)
+    return skipped
+
+
+def _composite_kernel(func: Any) -> Callable[..., Any]:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        rec = _ACTIVE[-1][1] if _ACTIVE else None
+        with _as_parent(rec, func, args, kwargs) as result:
+            result.append(decompose(func, args, kwargs))
+            return result[0]
+
+    return kernel
+
+
+def decompose(func: Any, args: Any, kwargs: Any) -> Any:
+    """Run the op's C++ CompositeImplicitAutograd kernel, as the dispatcher would. Not
+    ``OpOverload.decompose``: that prefers Python decompositions registered for export
+    (``torch._decomp``), which differ (an unfused LSTM cell where the C++ kernel takes the
+    fused one on PrivateUse1)."""
+    from torch._C import DispatchKey
+
+    return func._op_dk(DispatchKey.CompositeImplicitAutograd, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def _as_parent(
+    rec: Recorder | None, func: Any, args: Any, kwargs: Any
+) -> Iterator[list[Any]]:
+    """Record a watched CIA op and make it the parent of the ops recorded inside; the caller
+    puts the op's result in the yielded list (for its output dtypes)."""
+    result: list[Any] = []
+    name = op_name(func)
+    # kernels stay installed for the process: record only the ops this trace watches
+    if rec is None or not rec.enabled or name is None or name not in rec.watched:
+        yield result
+        return
+    sig = rec.record(func, args, kwargs, composite=True)
+    rec.parents.append(name)
+    try:
+        yield result
+    finally:
+        rec.parents.pop()
+    if sig is not None and not sig.outputs and result:
+        sig.outputs = [_dtype_name(t.dtype) for t in _iter_tensors(result[0], None)]
+
+
 # ---------------------------------------------------------------- model loading
 
 
 def load_factory(spec: str) -> Callable[..., Any]:
-    """``pkg.module:Name`` or ``path/to/file.py:Name`` -> the class or factory callable."""
+    """``pkg.module:Name`` or ``path/to/file.py:Name`` -> the class, factory or nn.Module.
+
+    A file is imported under its own module name, never as ``__main__``: its
+    ``if __name__ == "__main__":`` block (training loops, downloads) does not run."""
     target, sep, attr = spec.rpartition(":")
     if not sep or not target or not attr:
         raise TraceError(f"--model {spec!r}: expected pkg.module:ClassOrFactory or file.py:factory")
@@ -379,10 +783,13 @@ def load_factory(spec: str) -> Callable[..., Any]:
 
 def build_from_factory(spec: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
     """Call the factory on the meta device. It may return a module or (module, example_args)
-    or (module, example_args, example_kwargs)."""
+    or (module, example_args, example_kwargs). ``NAME`` may also be a module-level nn.Module
+    instance (built when the file was imported; its tensors are replaced by fakes)."""
     import torch
 
     factory = load_factory(spec)
+    if isinstance(factory, torch.nn.Module):
+        return factory, (), {}
     try:
         with torch.device("meta"):
             made = factory()
@@ -525,15 +932,25 @@ def trace_module(
     train: bool = False,
     label: str = "",
     method: str = "runtime",
+    composites: Iterable[str] = (),
+    stream: Stream | None = None,
 ) -> OpList:
-    """Trace one forward (and, with ``train``, backward + optimizer step) of ``model``."""
+    """Trace one forward (and, with ``train``, backward + optimizer step) of ``model``.
+
+    ``composites``: CompositeImplicitAutograd ops to record at both levels (the op and its
+    decomposition); ``stream``: where records go as they are made (crash-proof partial result).
+    """
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     setup_device()
     _install_escape_kernels()
+    composites = frozenset(composites)
+    install_composite_kernels(composites)
     recorder = Recorder()
+    recorder.watched = composites & _COMPOSITE_INSTALLED
+    recorder.stream = stream
     notes: list[str] = []
     fake_mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
     if inputs.empty and not example_args and not example_kwargs:
@@ -577,9 +994,13 @@ def trace_module(
                     loss = sum(o.sum() for o in outs)
                     recorder.enabled = True
                     recorder.phase = "backward"
+                    if stream is not None:
+                        stream.event({"phase": "backward"})
                     _mark_nodes(loss.grad_fn, recorder)
                     loss.backward()
                     recorder.phase = "optimizer"
+                    if stream is not None:
+                        stream.event({"phase": "optimizer"})
                     params = [p for p in model.parameters() if p.requires_grad]
                     # FakeTensor parameters are not plain Tensors, so AdamW would pick its
                     # per-tensor loop; on npu (a foreach-capable device) it uses _foreach_ ops.
@@ -604,7 +1025,7 @@ def trace_module(
         torch_version=torch.__version__.split("+")[0],
         mode="train" if train else "inference",
         notes=notes,
-        ops=sorted(recorder.ops.values(), key=lambda u: u.op),
+        ops=recorder.sorted_ops(),
     )
     if any(-1 in s for u in ol.ops for s in u.shapes):
         ol.notes.append(
@@ -652,7 +1073,7 @@ def _partial(recorder: Recorder, label: str, method: str, inputs: InputSpec) -> 
         method=method,
         ir="runtime-dispatch",
         torch_version=torch.__version__.split("+")[0],
-        ops=sorted(recorder.ops.values(), key=lambda u: u.op),
+        ops=recorder.sorted_ops(),
     )
 
 
@@ -679,13 +1100,16 @@ def _classify_failure(exc: Exception, partial: OpList) -> Exception:
         "DynamicOutputShapeException", "UserError",
     ) or "data-dependent" in text.lower() or "data dependent" in text.lower()  # fmt: skip
     if data_dep:
-        what = text if isinstance(exc, DataDependent) else name
+        what = text if isinstance(exc, DataDependent) or text == name else f"{name}: {text}"
         msg = (
             f"data-dependent control flow at {where or 'an unknown line'}: the branch depends on "
             f"tensor values the fake trace does not have ({what})"
         )
+        partial.complete, partial.stopped = False, msg
         return PartialTrace(msg, partial)
-    return PartialTrace(f"tracing failed at {where or '?'}: {name}: {text}", partial)
+    msg = f"tracing failed at {where or '?'}: {name}: {text}"
+    partial.complete, partial.stopped = False, msg
+    return PartialTrace(msg, partial)
 
 
 # ---------------------------------------------------------------- file loading (in the worker)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,7 +25,8 @@ MIN_MEMORY_MB = 2048
 STDERR_TAIL = 4000
 
 
-def _limits(memory_mb: int) -> None:
+def set_limits(memory_mb: int) -> None:
+    """In a child process before exec: an address-space limit and no core dumps."""
     import resource
 
     limit = memory_mb * 1024 * 1024
@@ -48,7 +50,8 @@ def run_worker(
     with tempfile.TemporaryDirectory(prefix="opcheck-trace-") as tmp:
         req = Path(tmp) / "request.json"
         out = Path(tmp) / "result.json"
-        req.write_text(json.dumps(request), encoding="utf-8")
+        records = Path(tmp) / "records.jsonl"
+        req.write_text(json.dumps({**request, "stream": str(records)}), encoding="utf-8")
         child_env = dict(os.environ if env is None else env)
         # a model's own prints and warnings must not reach the parent's stdout
         child_env.setdefault("PYTHONWARNINGS", "ignore")
@@ -61,16 +64,18 @@ def run_worker(
             env=child_env,
             start_new_session=True,  # so a timeout kills the whole process group
             # preexec_fn (not a wrapper script): the limit must be in place before python starts
-            preexec_fn=lambda: _limits(memory_mb),
+            preexec_fn=lambda: set_limits(memory_mb),
         )
         try:
             _, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            kill_group(proc)
             proc.communicate()
-            raise TraceError(f"tracing timed out after {timeout:g} s (raise --timeout)") from None
+            return _stopped(
+                records, request, f"tracing timed out after {timeout:g} s (raise --timeout)"
+            )
         except BaseException:
-            _kill_group(proc)
+            kill_group(proc)
             raise
         tail = err.decode("utf-8", "replace")[-STDERR_TAIL:]
         if out.is_file():
@@ -84,11 +89,57 @@ def run_worker(
                 )
             return result
         if _looks_oom(proc.returncode, tail):
-            raise TraceError(f"tracing ran out of memory (limit {memory_mb} MB; raise --memory-mb)")
-        if proc.returncode < 0:
+            why = f"tracing ran out of memory (limit {memory_mb} MB; raise --memory-mb)"
+        elif proc.returncode < 0:
             sig = signal.Signals(-proc.returncode).name
-            raise TraceError(f"tracer worker crashed ({sig}){_last_line(tail)}")
-        raise TraceError(f"tracer worker exited with code {proc.returncode}{_last_line(tail)}")
+            site = _crash_site(tail)
+            why = f"tracer worker crashed ({sig})" + (
+                f" in {site}" if site else _last_line(tail)
+            )
+        else:
+            why = f"tracer worker exited with code {proc.returncode}{_last_line(tail)}"
+        return _stopped(records, request, why)
+
+
+def _stopped(records: Path, request: dict[str, Any], why: str) -> dict[str, Any]:
+    """The worker died: the ops it streamed before dying, or TraceError when there are none."""
+    partial = read_stream(records, label=str(request.get("label", "")))
+    if partial is None:
+        raise TraceError(why)
+    return {"ok": False, "error": why, "stopped": True, "partial": partial}
+
+
+def read_stream(path: Path, *, label: str = "") -> dict[str, Any] | None:
+    """An op list document (``complete: false``) from a worker's JSON-lines records, or None
+    when it recorded nothing. Counts are distinct records (one call each) and the last line
+    says where the trace was when it stopped."""
+    from opcheck.core.oplist import KIND, SCHEMA_VERSION
+
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    ops: list[dict[str, Any]] = []
+    phase = "forward"
+    for line in lines:
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError:  # the line the kill cut short
+            continue
+        if not isinstance(doc, dict):
+            continue
+        if "phase" in doc:
+            phase = str(doc["phase"])
+        elif "op" in doc:
+            ops.append({**doc, "count": 1})
+    if not ops:
+        return None
+    last = ops[-1]
+    where = ", ".join(str(x) for x in (*last.get("modules", [])[:1],
+                                        *last.get("locations", [])[:1]) if x)  # fmt: skip
+    stopped = f"stopped during {phase} after {last['op']}" + (f" ({where})" if where else "")
+    return {"schema_version": SCHEMA_VERSION, "kind": KIND, "model": label, "method": "runtime",
+            "ir": "runtime-dispatch", "ops": ops, "complete": False, "stopped": stopped}  # fmt: skip
 
 
 def _looks_oom(code: int | None, tail: str) -> bool:
@@ -102,12 +153,38 @@ def _looks_oom(code: int | None, tail: str) -> bool:
     )
 
 
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)')
+_OWN_DIR = str(Path(__file__).resolve().parent.parent)
+
+
+def _crash_site(tail: str) -> str:
+    """From faulthandler's dump of a fatal signal: the innermost frame of the crashing thread
+    outside installed packages and opcheck (``bw.py:9 (backward)``), or ""."""
+    lines = tail.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith(("Current thread",
+                                                                     "Thread 0x"))), None)  # fmt: skip
+    if start is None:
+        return ""
+    for ln in lines[start + 1 :]:
+        m = _FRAME.match(ln)
+        if m is None:
+            if ln.strip():
+                break  # end of this thread's stack
+            continue
+        path, line, func = m.groups()
+        if "site-packages" in path or path.startswith(_OWN_DIR):
+            continue
+        return f"{Path(path).name}:{line} ({func})"
+    return ""
+
+
 def _last_line(tail: str) -> str:
-    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in tail.splitlines()
+             if ln.strip() and not ln.startswith("Extension modules:")]  # fmt: skip
     return f": {lines[-1][:300]}" if lines else ""
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -7,15 +7,23 @@
   such as ``aten::linear`` are still there, so it is labelled as such and is not the list the
   NPU backend receives.
 * TorchScript: the archive's ``code/**.py`` (TorchScript's own Python-like serialisation) is
-  parsed with :mod:`ast`; ``torch.X(...)`` and ``ops.aten.X(...)`` calls become ``aten::X``
-  (overloads are not recorded in that format). ``constants.pkl``/``data.pkl`` are never read.
+  parsed with :mod:`ast`; ``torch.X(...)`` and ``ops.aten.X(...)`` calls become ``aten::X``.
+  That format records no overloads, so a name without a default overload (``aten::isin``) is
+  resolved to the overload whose schema the call's arguments fit (:func:`pick_overload`:
+  literals by their kind, annotated parameters by their annotation, other expressions taken
+  for tensors), from the op schemas of the bundled snapshot. ``constants.pkl``/``data.pkl``
+  are never read.
 """
 
 from __future__ import annotations
 
 import ast
+import csv
+import functools
 import json
+import re
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +56,8 @@ PRE_DISPATCH_NOTE = (
     "decompositions; run with --trust for the runtime op list"
 )
 TORCHSCRIPT_NOTE = (
-    "static listing of TorchScript code: operator overloads are unknown and ops called inside "
-    "CompositeImplicit functions are not expanded"
+    "static listing of TorchScript code: operator overloads are inferred from each call's "
+    "arguments and ops called inside CompositeImplicit functions are not expanded"
 )
 MAX_MEMBER_BYTES = 512 * 1024 * 1024
 
@@ -265,10 +273,163 @@ _TS_SKIP = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=1)
+def op_schemas() -> Mapping[str, tuple[str, ...]]:
+    """``aten::isin`` → the schemas of its overloads (``isin.Tensor_Tensor(Tensor elements,
+    ...)``), from the bundled snapshot's operator table; empty when it cannot be read."""
+    from opcheck.core.paths import snapshot_dir
+
+    out: dict[str, list[str]] = {}
+    try:
+        with (snapshot_dir() / "operators.tsv").open(encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+            for row in reader:
+                op, schema = row.get("op") or "", row.get("schema") or ""
+                if "::" in op:
+                    out.setdefault(op.split(".", 1)[0], []).append(f"{op}\t{schema}")
+    except (OSError, csv.Error):
+        return {}
+    return {k: tuple(v) for k, v in out.items()}
+
+
+_PARAM = re.compile(r"^(?P<type>.+?)\s+(?P<name>\w+)(?:=.*)?$")
+
+
+def _params(schema: str) -> tuple[list[tuple[str, str, bool]], set[str]] | None:
+    """(positional (type, name, has default), keyword-only names) of a schema string."""
+    m = re.match(r"^[\w.]+\((?P<args>.*)\)\s*->", schema)
+    if m is None:
+        return None
+    depth, cur, parts = 0, "", []
+    for ch in m.group("args"):
+        depth += ch in "(["
+        depth -= ch in ")]"
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        parts.append(cur.strip())
+    positional: list[tuple[str, str, bool]] = []
+    keyword: set[str] = set()
+    kw_only = False
+    for part in parts:
+        if part == "*":
+            kw_only = True
+            continue
+        pm = _PARAM.match(part)
+        if pm is None:
+            return None
+        if kw_only:
+            keyword.add(pm.group("name"))
+        else:
+            positional.append((pm.group("type"), pm.group("name"), "=" in part))
+    return positional, keyword | {n for _, n, _ in positional}
+
+
+_NUMBER_TYPES = ("int", "float", "Scalar", "SymInt", "bool", "complex", "SymFloat", "SymBool")
+
+
+def _fits(kind: str, typ: str) -> int | None:
+    """Score of an argument of ``kind`` for a parameter of schema type ``typ``; None: no fit."""
+    base = typ.rstrip("?")
+    if kind == "none":
+        return 0 if typ.endswith("?") else None
+    if kind == "number":
+        return 1 if base in _NUMBER_TYPES else None
+    if kind == "str":
+        return 1 if base in ("str", "Dimname", "str?") else None
+    if kind == "list":
+        return 1 if base.endswith("]") else None
+    if kind == "Tensor":
+        return 2 if base.startswith("Tensor") and not base.endswith("]") else None
+    if kind in _NUMBER_TYPES:
+        return 2 if base in _NUMBER_TYPES else None
+    # unknown: most names in model code are tensors
+    return 1 if base.startswith("Tensor") and not base.endswith("]") else 0
+
+
+def pick_overload(name: str, args: list[str], kwargs: list[str],
+                  schemas: Mapping[str, tuple[str, ...]] | None = None) -> str:
+    """The overload of ``name`` (``aten::isin``) a call with arguments of kinds ``args``
+    (``number``, ``str``, ``none``, ``list``, ``Tensor``, an annotation like ``int``, or
+    ``unknown``) and keyword arguments ``kwargs`` fits best; the default overload (``name``
+    itself) when it fits as well as any, and ``name`` when no schema fits or none is known."""
+    rows = (op_schemas() if schemas is None else schemas).get(name, ())
+    ops = {row.split("\t", 1)[0]: row.split("\t", 1)[1] for row in rows}
+    if not ops:
+        return name
+    # (score, is the default overload): the default wins a tie
+    best: tuple[int, bool, str] | None = None
+    for op, schema in sorted(ops.items()):
+        overload = op.split(".", 1)[1] if "." in op.split("::", 1)[1] else ""
+        parsed = _params(schema)
+        if parsed is None or "Dimname" in schema:
+            continue  # no schema known, or named tensors (rare in model code)
+        positional, names = parsed
+        is_out = "(a!) out" in schema or overload == "out" or overload.endswith("_out")
+        if is_out != ("out" in kwargs) or not set(kwargs) <= names or len(args) > len(positional):
+            continue
+        given = set(kwargs)
+        if any(not default and pname not in given for _, pname, default in positional[len(args):]):
+            continue
+        score = 0
+        for kind, (typ, _pname, _d) in zip(args, positional, strict=False):
+            fit = _fits(kind, typ)
+            if fit is None:
+                break
+            score += fit
+        else:
+            if best is None or (score, op == name) > best[:2]:
+                best = (score, op == name, op)
+    return best[2] if best else name
+
+
+def _arg_kind(node: ast.expr, annotations: Mapping[str, str]) -> str:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    if isinstance(node, ast.Constant):
+        v = node.value
+        if v is None:
+            return "none"
+        if isinstance(v, str):
+            return "str"
+        return "number" if isinstance(v, (int, float, complex)) else "unknown"
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return "list"
+    if isinstance(node, ast.Name) and node.id in annotations:
+        return annotations[node.id]
+    return "unknown"
+
+
+def _annotation(node: ast.expr | None) -> str | None:
+    if isinstance(node, ast.Name) and node.id in ("Tensor", *_NUMBER_TYPES):
+        return node.id
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+            and node.value.id == "List":
+        return "list"
+    return None
+
+
 class _TSVisitor(ast.NodeVisitor):
     def __init__(self, col: _Collector, source: str) -> None:
         self.col = col
         self.source = source
+        self.annotations: dict[str, str] = {}
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        outer = self.annotations
+        self.annotations = {a.arg: t for a in node.args.args
+                            if (t := _annotation(a.annotation)) is not None}
+        self.generic_visit(node)
+        self.annotations = outer
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        t = _annotation(node.annotation)
+        if t is not None and isinstance(node.target, ast.Name):
+            self.annotations[node.target.id] = t
+        self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
         chain: list[str] = []
@@ -281,6 +442,8 @@ class _TSVisitor(ast.NodeVisitor):
             chain.reverse()
             op = self._op(chain)
             if op:
+                op = pick_overload(op, [_arg_kind(a, self.annotations) for a in node.args],
+                                   [k.arg for k in node.keywords if k.arg])
                 self.col.add(op, [], None, "", f"{self.source}:{node.lineno}")
         self.generic_visit(node)
 

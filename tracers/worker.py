@@ -8,6 +8,7 @@ when the request says ``trust``), traces it and writes a JSON result. Any failur
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import sys
@@ -20,6 +21,10 @@ from opcheck.tracers.inputs import InputSpec
 
 
 def handle(request: dict[str, Any]) -> dict[str, Any]:
+    if request.get("kind") == "script":  # `opcheck run SCRIPT`: see opcheck.tracers.script
+        from opcheck.tracers import script
+
+        return script.handle(request)
     from opcheck.tracers import runtime
 
     cwd = str(request.get("cwd") or "")
@@ -30,6 +35,8 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     label = str(request.get("label", ""))
     inputs = InputSpec.from_json(request.get("inputs") or {})
     train = bool(request.get("train", False))
+    composites = [str(c) for c in request.get("composites") or []]
+    stream = runtime.Stream(str(request["stream"])) if request.get("stream") else None
     try:
         if request.get("model_spec"):
             model, ex_args, ex_kwargs = runtime.build_from_factory(str(request["model_spec"]))
@@ -45,6 +52,8 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
             train=train,
             label=label,
             method=str(request.get("method", "runtime")),
+            composites=composites,
+            stream=stream,
         )
         return {"ok": True, "oplist": ol.to_json()}
     except runtime.PartialTrace as exc:
@@ -58,6 +67,9 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "error": str(exc)}
     except MemoryError:
         return {"ok": False, "error": "out of memory", "oom": True}
+    finally:
+        if stream is not None:
+            stream.close()
 
 
 def main(argv: list[str]) -> int:
@@ -65,6 +77,9 @@ def main(argv: list[str]) -> int:
         print("usage: python -m opcheck.tracers.worker REQUEST.json RESULT.json", file=sys.stderr)
         return 2
     req_path, out_path = Path(argv[0]), Path(argv[1])
+    # A fatal signal (an exception escaping on the autograd engine's device thread ends in
+    # std::terminate) then leaves a Python traceback in the stderr tail the parent reports.
+    faulthandler.enable()
     try:
         request = json.loads(req_path.read_text(encoding="utf-8"))
         result = handle(request)
@@ -81,4 +96,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    sys.stderr.flush()
+    # The result is written: skip interpreter teardown, where the autograd engine's device
+    # threads still alive after a backward can abort the process ("terminate called without
+    # an active exception") and turn a finished trace into a crash.
+    os._exit(code)

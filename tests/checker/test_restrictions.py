@@ -35,20 +35,34 @@ def test_float64_cholesky_is_restricted_with_the_doc_link(cat: Catalog) -> None:
     r = next(r for r in f.restrictions if r.violated)  # type: ignore[attr-defined]
     assert r.api == "torch.linalg.cholesky" and r.dtypes_seen_outside == ("fp64",)
     assert r.link.startswith("https://github.com/Ascend/pytorch/blob/master/docs/") and "#L" in r.link
+
+
+def test_float32_cholesky_is_within_the_documented_dtypes(cat: Catalog) -> None:
     ok = _report(cat, [OpUse("aten::linalg_cholesky", 1, ["float32"])])
     assert ok["verdict"] == "YES" and not ok["aten::linalg_cholesky"].restricted  # type: ignore[attr-defined]
 
 
-def test_hardware_narrows_to_one_product(cat: Catalog) -> None:
-    ops = [OpUse("aten::aminmax", 1, ["float32"])]
-    # The 2.13 docs mark torch.aminmax and Tensor.aminmax ✘ on Ascend 950DT, ✔ on Atlas A2/A3.
-    dt = _report(cat, ops, hardware="950DT")
+AMINMAX = [OpUse("aten::aminmax", 1, ["float32"])]
+# The 2.13 docs mark torch.aminmax and Tensor.aminmax ✘ on Ascend 950DT, ✔ on Atlas A2/A3.
+
+
+def test_hardware_without_support_restricts_the_op(cat: Catalog) -> None:
+    dt = _report(cat, AMINMAX, hardware="950DT")
     f = dt["aten::aminmax"]
     assert dt["verdict"] == "MAYBE" and f.restricted  # type: ignore[attr-defined]
     assert {r.api for r in f.restrictions if r.unsupported} == {"torch.aminmax", "Tensor.aminmax"}  # type: ignore[attr-defined]
-    a2 = _report(cat, ops, hardware="A2")
+
+
+def test_hardware_with_support_does_not(cat: Catalog) -> None:
+    a2 = _report(cat, AMINMAX, hardware="A2")
     assert a2["verdict"] == "YES" and not a2["aten::aminmax"].restricted  # type: ignore[attr-defined]
-    # Without --hardware a product-specific gap is not a finding: A2 and A3 run it.
-    assert not _report(cat, ops)["aten::aminmax"].restricted  # type: ignore[attr-defined]
+
+
+def test_without_hardware_a_product_specific_gap_is_no_finding(cat: Catalog) -> None:
+    # A2 and A3 run it.
+    assert not _report(cat, AMINMAX)["aten::aminmax"].restricted  # type: ignore[attr-defined]
+
+
+def test_unknown_hardware_is_a_usage_error(cat: Catalog) -> None:
     with pytest.raises(UsageError, match="no hardware product matches"):
         restriction_lookup(cat, "H100")

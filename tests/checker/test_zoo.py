@@ -15,6 +15,7 @@ from testpaths import TESTS
 from typer.testing import CliRunner
 
 from opcheck.checker import zoo
+from opcheck.checker.formats import ZOO_FORMATS
 from opcheck.cli import commands_zoo
 from opcheck.core.errors import UsageError
 from opcheck.core.paths import snapshot_dir
@@ -42,84 +43,156 @@ def result(catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> zoo.Zo
     broken = tmp_path_factory.mktemp("zoo") / "broken.py"
     broken.write_text(BROKEN)
     branch = TESTS / "models" / "zoo.py"
-    return zoo.run_zoo(catalog, ["lstm", f"{broken}:build", "yolo", f"{branch}:branch"],
-                       timeout=120, jobs=2)
+    return zoo.run_zoo(catalog, ["lstm", f"{broken}:build", "yolo", f"{branch}:branch",
+                                 f"{branch}:fallbacks"], timeout=120, jobs=2)
 
 
-def test_lstm_needs_a_release_with_the_fused_cell_kernel(result: zoo.ZooResult) -> None:
-    # The catalog: aten::_thnn_fused_lstm_cell has an NPU kernel from 2.7.1.post4 on; 1.11/2.0
-    # have no CPU fallback, 2.1 – 2.7.1.post3 fall back.
-    early, mid, late = (result.row("lstm", r) for r in ("2.0.1", "2.1.0.post10", "2.7.1.post4"))
-    assert early is not None and early.verdict == "NO" and early.unsupported == 1
-    assert "aten::_thnn_fused_lstm_cell=unsupported" in early.problem_ops
-    assert mid is not None and mid.verdict == "MAYBE" and mid.cpu_fallback == 1
-    assert mid.problem_ops == "aten::_thnn_fused_lstm_cell=cpu_fallback"
-    assert mid.fallback_calls == 2 * 12 * 2  # two layers × two directions × 12 steps
-    assert late is not None and late.verdict == "YES" and late.problem_ops == ""
-    assert late.npu + late.composite == mid.npu + mid.composite + 1
+# The catalog: isin (a structured op delegating to isin.Tensor_Tensor_out) is registered as
+# unsupported in 2.0.1 (no CPU fallback), falls back in 2.1.0.rc1 – 2.1.0.post6 and has a
+# kernel from 2.1.0.post8; logcumsumexp never has a kernel.
+EARLY, MID, LATE = "2.0.1", "2.1.0.post4", "2.1.0.post10"
+FALLBACKS = "fallbacks"
+
+
+def _row(result: zoo.ZooResult, model: str, release: str) -> zoo.ZooRec:
+    row = result.row(model, release) or result.row(f"{TESTS / 'models' / 'zoo.py'}:{model}",
+                                                   release)
+    assert row is not None, (model, release)
+    return row
+
+
+def test_the_lstm_reaches_the_npu_whole_on_every_release(result: zoo.ZooResult,
+                                                          catalog: Catalog) -> None:
+    # torch_npu registers the composite aten::lstm.input in every release, so the NPU receives
+    # the whole LSTM, never the fused cell it decomposes into elsewhere
+    assert all("aten::lstm.input" in catalog.kernels(r) for r in result.releases)
+    rows = [r for r in result.rows if r.model == "lstm"]
+    assert rows and all(r.verdict == "YES" and r.problem_ops == "" for r in rows)
+
+
+def test_an_op_without_kernel_or_fallback_is_unsupported(result: zoo.ZooResult) -> None:
+    early = _row(result, FALLBACKS, EARLY)
+    assert early.verdict == "NO" and early.unsupported == 1
+    assert "aten::isin.Tensor_Tensor=unsupported" in early.problem_ops
+
+
+def test_the_same_op_falls_back_once_torch_npu_has_the_fallback(result: zoo.ZooResult) -> None:
+    mid = _row(result, FALLBACKS, MID)
+    assert mid.verdict == "MAYBE" and mid.cpu_fallback == 2
+    assert "aten::isin.Tensor_Tensor=cpu_fallback" in mid.problem_ops
+
+
+def test_the_op_runs_on_the_npu_once_it_has_a_kernel(result: zoo.ZooResult) -> None:
+    mid, late = _row(result, FALLBACKS, MID), _row(result, FALLBACKS, LATE)
+    assert "isin" not in late.problem_ops and late.cpu_fallback == mid.cpu_fallback - 1
     assert late.traced_with == mid.traced_with != ""
+
+
+def test_rows_hold_plain_verdict_strings(result: zoo.ZooResult) -> None:
+    # zoo.tsv and the zoo_result table store the word, not the enum
+    assert {type(r.verdict) for r in result.rows} == {str}
 
 
 def test_every_release_with_kernels_is_a_column(result: zoo.ZooResult, catalog: Catalog) -> None:
     with_kernels = [r.torch_npu for r in catalog.releases if r.has_kernels]
     assert result.releases == with_kernels
     assert [r.torch_npu for r in result.rows if r.model == "yolo"] == with_kernels
+
+
+def test_yolo_traces_its_post_processing(result: zoo.ZooResult, catalog: Catalog) -> None:
     # the detector's post-processing (topk, gather, IoU, triu) traced to the end
+    with_kernels = [r.torch_npu for r in catalog.releases if r.has_kernels]
     yolo_newest = result.row("yolo", with_kernels[-1])
     assert yolo_newest is not None and yolo_newest.npu + yolo_newest.composite >= 30
 
 
+def _errors(result: zoo.ZooResult) -> dict[str, zoo.ZooRec]:
+    return {r.model.rpartition(":")[2]: r for r in result.rows if r.verdict == zoo.ERROR}
+
+
 def test_broken_model_is_one_error_row_and_the_rest_ran(result: zoo.ZooResult) -> None:
-    errors = {r.model.rpartition(":")[2]: r for r in result.rows if r.verdict == zoo.ERROR}
+    errors = _errors(result)
     assert sorted(errors) == ["branch", "build"]
-    assert errors["build"].torch_npu == ""
-    assert "this model cannot be built" in errors["build"].error
-    assert "\n" not in errors["build"].error
+    assert {r.model.rpartition(":")[2] for r in result.rows if r.verdict != zoo.ERROR} == {
+        "lstm", "yolo", FALLBACKS}
+
+
+def test_error_row_has_no_release_and_a_one_line_reason(result: zoo.ZooResult) -> None:
+    build = _errors(result)["build"]
+    assert build.torch_npu == ""
+    assert "this model cannot be built" in build.error
+    assert "\n" not in build.error
+
+
+def test_incomplete_trace_is_an_error_not_coverage(result: zoo.ZooResult) -> None:
     # a trace cut short by data-dependent control flow is no coverage result
-    assert errors["branch"].error.startswith("INCOMPLETE: data-dependent control flow")
-    assert {r.model for r in result.rows if r.verdict != zoo.ERROR} == {"lstm", "yolo"}
+    branch = _errors(result)["branch"]
+    assert branch.error.startswith("INCOMPLETE: data-dependent control flow")
 
 
-def test_markdown_and_csv(result: zoo.ZooResult) -> None:
-    md = zoo.to_markdown(result)
+def test_markdown_folds_releases_with_the_same_cells(result: zoo.ZooResult) -> None:
+    md = ZOO_FORMATS.render("markdown", result)
     assert "| torch_npu | lstm |" in md
-    assert "| 2.1.0.rc1 – 2.7.1.post3 | MAYBE (1) | ERROR | YES | ERROR |" in md
+    # isin falls back from 2.1.0.rc1 to 2.1.0.post6: one row for the run of releases
+    assert "| 2.1.0.rc1 – 2.1.0.post6 | YES | ERROR | YES | ERROR | MAYBE (2) |" in md
     assert "this model cannot be built" in md
-    rows = list(csv.DictReader(io.StringIO(zoo.to_csv(result))))
+
+
+def test_csv_has_a_line_per_row(result: zoo.ZooResult) -> None:
+    rows = list(csv.DictReader(io.StringIO(ZOO_FORMATS.render("csv", result))))
     assert len(rows) == len(result.rows)
-    lstm = {r["torch_npu"]: r for r in rows if r["model"] == "lstm"}
-    assert lstm["2.0.1"]["verdict"] == "NO" and lstm["2.13.0"]["verdict"] == "YES"
-    doc = json.loads(zoo.to_json(result))
+    mixed = {r["torch_npu"]: r for r in rows if r["model"].endswith(FALLBACKS)}
+    assert mixed["2.0.1"]["verdict"] == "NO" and mixed["2.13.0"]["verdict"] == "MAYBE"
+
+
+def test_json_is_the_zoo_document(result: zoo.ZooResult) -> None:
+    doc = json.loads(ZOO_FORMATS.render("json", result))
     assert doc["kind"] == "opcheck.zoo" and len(doc["rows"]) == len(result.rows)
 
 
-def test_zoo_rows_go_through_the_snapshot_into_the_catalog(
-    result: zoo.ZooResult, tmp_path: Path
-) -> None:
+@pytest.fixture
+def snap(result: zoo.ZooResult, tmp_path: Path) -> Path:
+    """A copy of the bundled snapshot whose zoo.tsv holds ``result``'s rows."""
     snap = tmp_path / "snap"
     shutil.copytree(snapshot_dir(), snap)
     (snap / "zoo.tsv").unlink(missing_ok=True)
     assert read_snapshot(snap).zoo == []
     write_zoo(result.rows, snap)
+    return snap
+
+
+def test_zoo_tsv_is_sorted_to_diff(snap: Path) -> None:
     lines = (snap / "zoo.tsv").read_text().splitlines()
-    assert lines[1:] == sorted(lines[1:])  # diffable
+    assert lines[1:] == sorted(lines[1:])
+
+
+def test_zoo_rows_go_through_the_snapshot_into_the_catalog(
+    result: zoo.ZooResult, snap: Path, tmp_path: Path
+) -> None:
     data = read_snapshot(snap)
     assert len(data.zoo) == len(result.rows)
     db = write_catalog(data, tmp_path / "c.sqlite")
     with sqlite3.connect(db) as conn:
         got = conn.execute("SELECT verdict, cpu_fallback FROM zoo_result "
-                           "WHERE model = 'lstm' AND torch_npu = '2.1.0'").fetchall()
+                           "WHERE model LIKE '%:fallbacks' AND torch_npu = '2.1.0'").fetchall()
         errors = conn.execute("SELECT count(*) FROM zoo_result WHERE verdict = 'ERROR'").fetchone()
-    assert got == [("MAYBE", 1)] and errors == (2,)
+    assert got == [("MAYBE", 2)] and errors == (2,)
+
+
+def test_a_sync_keeps_zoo_tsv(result: zoo.ZooResult, snap: Path) -> None:
     # a sync rewrites the upstream files but keeps zoo.tsv (it does not trace models)
+    data = read_snapshot(snap)
     data.zoo = []
     write_snapshot(data, snap)
     assert len(read_zoo(snap)) == len(result.rows)
     assert snapshot_equal(snap, snapshot_dir()) == []
-    # the table round-trips from zoo.tsv
+
+
+def test_the_table_round_trips_from_zoo_tsv(result: zoo.ZooResult, snap: Path) -> None:
     back = zoo.from_rows(read_zoo(snap))
     assert back.releases == result.releases
-    assert zoo.cell(back.row("lstm", "2.0.1")) == "NO (1)"
+    assert zoo.cell(back.row("lstm", "2.0.1")) == "YES"
+    assert zoo.cell(_row(back, FALLBACKS, "2.1.0.post4")) == "MAYBE (2)"
 
 
 def test_merge_replaces_only_the_models_that_ran(result: zoo.ZooResult) -> None:
@@ -128,6 +201,9 @@ def test_merge_replaces_only_the_models_that_ran(result: zoo.ZooResult) -> None:
     assert zoo.ZooRec("bert", "2.1.0", "YES") in merged
     assert not any(r.torch_npu == "9.9.9" for r in merged)
     assert len(merged) == len(result.rows) + 1
+
+
+def test_merge_keeps_old_rows_of_a_model_that_failed(result: zoo.ZooResult) -> None:
     broken = next(r.model for r in result.rows if r.verdict == zoo.ERROR)
     kept = zoo.merge_rows([zoo.ZooRec(broken, "2.1.0", "YES")], result)
     assert [r.verdict for r in kept if r.model == broken] == ["YES"]
@@ -136,6 +212,9 @@ def test_merge_replaces_only_the_models_that_ran(result: zoo.ZooResult) -> None:
 def test_unknown_zoo_name_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="no zoo model 'resnet9000'"):
         zoo.specs(["resnet9000"])
+
+
+def test_no_names_means_every_zoo_model() -> None:
     assert [n for n, _ in zoo.specs(None)] == list(zoo.MODELS)
 
 

@@ -5,13 +5,16 @@ from pathlib import Path
 
 import pytest
 from catalog_fixture import small_catalog
+from click.testing import Result
 from typer.testing import CliRunner
 
+from opcheck.checker.formats import REPORT_FORMATS, ZOO_FORMATS
 from opcheck.cli.app import app, route
 from opcheck.core.oplist import OpList, OpUse
 from opcheck.db.build import write_catalog
 
 runner = CliRunner()
+OLD, NEW = "2.1.0.post17", "2.6.0.post5"  # isin.Tensor_Tensor falls back on OLD, runs on NEW
 
 
 @pytest.fixture
@@ -31,81 +34,166 @@ def oplist_path(tmp_path: Path) -> Path:
     return p
 
 
-def invoke(*args: str) -> object:
+def invoke(*args: str) -> Result:
     return runner.invoke(app, route(list(args)))
 
 
-def test_routing_keeps_subcommands_and_defaults_to_check() -> None:
-    assert route(["op", "aten::add"]) == ["op", "aten::add"]
-    assert route(["model.pt2", "--format", "json"]) == ["check", "model.pt2", "--format", "json"]
-    assert route(["--help"]) == ["--help"]
+@pytest.fixture
+def base(cat_path: Path, oplist_path: Path) -> list[str]:
+    """Check the op list against the old release, where isin falls back to the CPU."""
+    return [str(oplist_path), "--catalog", str(cat_path), "--torch-npu", OLD]
 
 
-def test_check_json_old_vs_new_release(cat_path: Path, oplist_path: Path) -> None:
-    old = invoke(str(oplist_path), "--catalog", str(cat_path), "--torch-npu", "2.1.0.post17",
-                 "--format", "json")
-    assert old.exit_code == 0, old.output  # fallback is not a failure under the default --fail-on
-    doc = json.loads(old.output)
-    assert doc["target"]["cann"] == "8.3.RC1"
-    assert doc["verdict"] == "MAYBE"
-    assert doc["fallback_calls"] == 3
-    by_op = {o["op"]: o for o in doc["ops"]}
-    assert by_op["aten::isin.Tensor_Tensor"]["status"] == "cpu_fallback"
-    assert by_op["aten::isin.Tensor_Tensor"]["locations"] == ["model.py:42"]
-    assert by_op["aten::isin.Tensor_Tensor"]["first_npu_release_any"] == "2.6.0.post5"
-    assert by_op["aten::add.Tensor"]["via"] == ["aten::add.Tensor", "aten::add.out"]
-    assert doc["ops"][0]["op"] == "aten::isin.Tensor_Tensor"  # problems first
-    new = invoke(str(oplist_path), "--catalog", str(cat_path), "--torch-npu", "2.6.0.post5",
+@pytest.fixture
+def old_doc(base: list[str]) -> dict[str, object]:
+    r = invoke(*base, "--format", "json")
+    assert r.exit_code == 0, r.output  # fallback is not a failure under the default --fail-on
+    doc: dict[str, object] = json.loads(r.output)
+    return doc
+
+
+@pytest.mark.parametrize("argv, routed", [
+    (["op", "aten::add"], ["op", "aten::add"]),
+    (["model.pt2", "--format", "json"], ["check", "model.pt2", "--format", "json"]),
+    (["--help"], ["--help"]),
+])
+def test_routing_keeps_subcommands_and_defaults_to_check(argv: list[str],
+                                                         routed: list[str]) -> None:
+    assert route(argv) == routed
+
+
+def test_json_names_the_target_and_the_verdict(old_doc: dict[str, object]) -> None:
+    assert old_doc["target"]["cann"] == "8.3.RC1"  # type: ignore[index]
+    assert old_doc["verdict"] == "MAYBE"
+    assert old_doc["fallback_calls"] == 3
+
+
+def test_json_finding_says_where_and_since_when(old_doc: dict[str, object]) -> None:
+    isin = next(o for o in old_doc["ops"] if o["op"] == "aten::isin.Tensor_Tensor")  # type: ignore[attr-defined]
+    assert isin["status"] == "cpu_fallback"
+    assert isin["locations"] == ["model.py:42"]
+    assert isin["first_npu_release_any"] == NEW
+
+
+def test_json_structured_op_shows_its_chain(old_doc: dict[str, object]) -> None:
+    add = next(o for o in old_doc["ops"] if o["op"] == "aten::add.Tensor")  # type: ignore[attr-defined]
+    assert add["via"] == ["aten::add.Tensor", "aten::add.out"]
+
+
+def test_json_lists_problems_first(old_doc: dict[str, object]) -> None:
+    assert old_doc["ops"][0]["op"] == "aten::isin.Tensor_Tensor"  # type: ignore[index]
+
+
+def test_json_counts_every_status_as_plain_strings(old_doc: dict[str, object]) -> None:
+    assert old_doc["counts"] == {"npu": 2, "composite": 1, "cpu_fallback": 1,
+                                 "unsupported": 0, "unknown": 0}
+
+
+def test_new_release_is_clean_even_under_fail_on_fallback(cat_path: Path,
+                                                          oplist_path: Path) -> None:
+    new = invoke(str(oplist_path), "--catalog", str(cat_path), "--torch-npu", NEW,
                  "--format", "json", "--fail-on", "fallback")
     assert new.exit_code == 0, new.output
     assert json.loads(new.output)["verdict"] == "YES"
-    failing = invoke(str(oplist_path), "--catalog", str(cat_path), "--torch-npu", "2.1.0.post17",
-                     "--format", "json", "--fail-on", "fallback")
-    assert failing.exit_code == 1
 
 
-def test_no_cpu_fallback_makes_it_unsupported(cat_path: Path, oplist_path: Path) -> None:
-    r = invoke("check", str(oplist_path), "--catalog", str(cat_path), "--torch-npu",
-               "2.1.0.post17", "--no-cpu-fallback", "--format", "json")
+@pytest.mark.parametrize("fail_on, code", [
+    ("unsupported", 0), ("fallback", 1), ("restricted", 1), ("never", 0),
+])
+def test_fail_on_levels_set_the_exit_code(base: list[str], fail_on: str, code: int) -> None:
+    r = invoke(*base, "--format", "json", "--fail-on", fail_on)
+    assert r.exit_code == code, r.output
+
+
+def test_no_cpu_fallback_makes_it_unsupported(base: list[str]) -> None:
+    r = invoke("check", *base, "--no-cpu-fallback", "--format", "json")
     assert r.exit_code == 1
     assert json.loads(r.output)["verdict"] == "NO"
 
 
-def test_formats(cat_path: Path, oplist_path: Path, tmp_path: Path) -> None:
-    base = [str(oplist_path), "--catalog", str(cat_path), "--torch-npu", "2.1.0.post17"]
+def test_sarif_has_one_rule_result_per_problem_with_its_line(base: list[str]) -> None:
     sarif = json.loads(invoke(*base, "--format", "sarif").output)
     results = sarif["runs"][0]["results"]
     assert [r["ruleId"] for r in results] == ["cpu_fallback"]
     assert results[0]["locations"][0]["physicalLocation"]["region"]["startLine"] == 42
+
+
+def test_sarif_declares_a_rule_per_problem_status(base: list[str]) -> None:
+    sarif = json.loads(invoke(*base, "--format", "sarif").output)
+    rules = [r["id"] for r in sarif["runs"][0]["tool"]["driver"]["rules"]]
+    assert rules == ["unsupported", "cpu_fallback", "unknown", "restricted"]
+
+
+def test_junit_has_a_case_per_op_and_a_failure_per_problem(base: list[str]) -> None:
     junit = invoke(*base, "--format", "junit").output
     assert junit.count("<testcase") == 4 and junit.count("<failure") == 1
+    assert 'classname="opcheck.cpu_fallback" name="aten::isin.Tensor_Tensor"' in junit
+
+
+def test_markdown_lists_problems_and_the_environment(base: list[str]) -> None:
     md = invoke(*base, "--format", "markdown").output
     assert "| `aten::isin.Tensor_Tensor` | cpu_fallback | 3 |" in md
     assert "## Environment" in md and "| torch |" in md
+
+
+def test_markdown_coverage_has_a_line_per_status(base: list[str]) -> None:
+    md = invoke(*base, "--format", "markdown").output
+    assert "| npu | 2 | 5 |" in md and "| cpu_fallback | 1 | 3 |" in md
+    assert "| unknown | 0 | 0 |" in md
+
+
+def test_table_is_the_default_format(base: list[str]) -> None:
     table = invoke(*base)
-    assert table.exit_code == 0 and "MAYBE" in table.output and "isin" in table.output
+    assert table.exit_code == 0
+    assert "MAYBE: 2 on NPU, 1 composite, 1 CPU fallback (3 CPU round-trips per forward)" in (
+        " ".join(table.output.split()))
+    assert "isin" in table.output
+
+
+@pytest.mark.parametrize("fmt", [f for f in REPORT_FORMATS.names if f != "markdown"])
+def test_every_format_writes_to_a_file_what_it_prints(base: list[str], tmp_path: Path,
+                                                      fmt: str) -> None:
+    out = tmp_path / f"r.{fmt}"
+    written = invoke(*base, "--format", fmt, "-o", str(out))
+    assert written.exit_code == 0 and written.output == ""
+    printed = invoke(*base, "--format", fmt).output
+    if fmt == "table":  # a file gets the piped width, as the test runner's stdout does
+        assert out.read_text().split() == printed.split()
+    else:
+        assert out.read_text() == printed
+
+
+def test_json_file_is_a_report_document(base: list[str], tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     assert invoke(*base, "--format", "json", "-o", str(out)).exit_code == 0
     assert json.loads(out.read_text())["kind"] == "opcheck.report"
 
 
-def test_all_releases_and_baseline(cat_path: Path, oplist_path: Path, tmp_path: Path) -> None:
+def test_all_releases_finds_the_oldest_full_npu_release(cat_path: Path,
+                                                        oplist_path: Path) -> None:
     r = invoke(str(oplist_path), "--catalog", str(cat_path), "--all-releases", "--format", "json")
     m = json.loads(r.output)["matrix"]
-    assert m["oldest_full_npu_release"] == "2.6.0.post5"
+    assert m["oldest_full_npu_release"] == NEW
     assert m["ops"]["npu::npu_gelu"]["1.11.0.post8"] == "unsupported"
+
+
+def test_baseline_shows_only_what_changed(base: list[str], cat_path: Path, oplist_path: Path,
+                                          tmp_path: Path) -> None:
     old = tmp_path / "old.json"
-    invoke(str(oplist_path), "--catalog", str(cat_path), "--torch-npu", "2.1.0.post17",
-           "--format", "json", "-o", str(old))
-    r = invoke(str(oplist_path), "--catalog", str(cat_path), "--torch-npu", "2.6.0.post5",
+    invoke(*base, "--format", "json", "-o", str(old))
+    r = invoke(str(oplist_path), "--catalog", str(cat_path), "--torch-npu", NEW,
                "--format", "json", "--baseline", str(old))
-    assert [o["op"] for o in json.loads(r.output)["ops"]] == ["aten::isin.Tensor_Tensor"]
+    doc = json.loads(r.output)
+    assert [o["op"] for o in doc["ops"]] == ["aten::isin.Tensor_Tensor"]
+    assert "baseline: 3 ops unchanged and hidden; 1 new or changed" in doc["notes"]
 
 
 @pytest.mark.parametrize("args, message", [
     (["--torch-npu", "9.9"], "unknown torch_npu release"),
-    (["--format", "xml"], "unknown format"),
-    (["--fail-on", "sometimes"], "--fail-on must be one of"),
+    (["--format", "xml"],
+     "unknown format 'xml' (choose from table, json, markdown, sarif, junit)"),
+    (["--fail-on", "sometimes"],
+     "--fail-on must be one of unsupported, fallback, restricted, never"),
 ])
 def test_bad_input_is_one_line_exit_2(cat_path: Path, oplist_path: Path, args: list[str],
                                       message: str) -> None:
@@ -121,12 +209,29 @@ def test_bad_oplist(cat_path: Path, tmp_path: Path) -> None:
     assert r.exit_code == 2 and "not an opcheck op list" in r.output
 
 
-def test_op_history_command(cat_path: Path) -> None:
+@pytest.mark.parametrize("command, registry", [("check", REPORT_FORMATS), ("zoo", ZOO_FORMATS)])
+def test_format_help_lists_the_registered_formats(command: str, registry: object) -> None:
+    r = invoke(command, "--help")
+    assert r.exit_code == 0
+    assert registry.help_text() in " ".join(r.output.split())  # type: ignore[attr-defined]
+
+
+def test_zoo_rejects_an_unknown_format_before_tracing(cat_path: Path) -> None:
+    r = invoke("zoo", "lstm", "--catalog", str(cat_path), "--format", "xml")
+    assert r.exit_code == 2
+    assert "unknown format 'xml' (choose from table, markdown, csv, json)" in r.output
+
+
+def test_op_history_json_lists_every_release(cat_path: Path) -> None:
     r = invoke("op", "isin.Tensor_Tensor_out", "--catalog", str(cat_path), "--format", "json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
-    assert doc["first_npu_release"] == "2.6.0.post5"
+    assert doc["first_npu_release"] == NEW
     assert [x["status"] for x in doc["releases"]] == [
         "cpu_fallback", "cpu_fallback", "cpu_fallback", None, "npu"]
+
+
+def test_op_history_table_names_the_first_npu_release(cat_path: Path) -> None:
     table = invoke("op", "aten::isin.Tensor_Tensor_out", "--catalog", str(cat_path))
-    assert "2.6.0.post5" in table.output and "npu" in table.output
+    assert table.exit_code == 0
+    assert NEW in table.output and "npu" in table.output

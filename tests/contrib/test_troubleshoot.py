@@ -10,6 +10,7 @@ from testpaths import TESTS
 
 from opcheck.contrib import troubleshoot as ts
 from opcheck.contrib import workarounds as wa
+from opcheck.contrib.logs import iter_lines
 from opcheck.core.errors import CatalogError, UsageError
 
 SIGS = ts.load_dir()
@@ -152,7 +153,7 @@ def test_large_file_is_streamed(tmp_path: Path) -> None:
             return self.f.read(size)
 
     with p.open("rb") as f:
-        again = ts.explain(ts.iter_lines(Spy(f)), SIGS)  # type: ignore[arg-type]
+        again = ts.explain(iter_lines(Spy(f)), SIGS)  # type: ignore[arg-type]
     assert again.signature_ids == r.signature_ids
     assert len(reads) > 100 and 0 < max(reads) <= 1 << 16
 
@@ -170,14 +171,6 @@ def test_memory_does_not_grow_with_the_log(tmp_path: Path) -> None:
         finally:
             tracemalloc.stop()
     assert peaks[1] < 1_000_000 and peaks[1] < 2 * peaks[0] + 200_000
-
-
-def test_iter_lines_chunks_and_caps() -> None:
-    data = b"a\nbb\n" + b"x" * 50 + b"\ncc\nlast"
-    got = list(ts.iter_lines(io.BytesIO(data), chunk_size=7, max_line=10))
-    assert got == [b"a", b"bb", b"x" * 10, b"cc", b"last"]
-    assert list(ts.iter_lines(io.BytesIO(b""), chunk_size=4)) == []
-    assert list(ts.iter_lines(io.BytesIO(b"\n\n"), chunk_size=1)) == [b"", b""]
 
 
 def test_bad_signature_files(tmp_path: Path) -> None:

@@ -213,3 +213,145 @@ def test_fake_npu_trace_follows_data_dependent_code_on_the_cpu() -> None:
     ops = fake_npu_trace_ops(fn, [((torch.ones(3),), {})])
     # The fake trace stops at the branch; the CPU run of the same case supplies the rest.
     assert {"aten::sum", "aten::cos"} <= ops and "aten::sin" not in ops
+
+
+# --------------------------------------------------------------------------- edge cases
+
+OLD_LOGCUMSUMEXP = '''
+import torch
+
+def replacement(input, dim):
+    m = input.amax(dim=dim, keepdim=True).detach()
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    return torch.log(torch.cumsum(torch.exp(input - m), dim=dim)) + m
+
+def inputs():
+    yield (torch.randn(16), 0), {}
+    yield (torch.randn(4, 9) * 5, 1), {}
+    yield (torch.randn(3, 5, 7), 0), {}
+    yield (torch.randn(2, 8) * 10, -1), {}
+'''
+
+
+def _shipped(entry_id: str) -> wa.Workaround:
+    return next(e for e in ENTRIES if e.id == entry_id)
+
+
+def test_old_logcumsumexp_rewrite_fails_on_edge_cases_the_fixed_one_passes() -> None:
+    shipped = _shipped("logcumsumexp-rewrite")
+    assert shipped.rewrite is not None
+    old = shipped.model_copy(update={"rewrite": shipped.rewrite.model_copy(
+        update={"code": OLD_LOGCUMSUMEXP})})
+    r = vf.verify(old)
+    # its own randn cases pass: only the derived ones show the bug
+    assert not any(p.split(":")[0] in {f"case {i}" for i in range(4)} for p in r.problems)
+    assert "case 0 large: values differ" in " ".join(r.problems)
+    assert any(p.startswith("case 0 empty: replacement raises") for p in r.problems)
+    fixed = vf.verify(shipped)
+    assert fixed.ok, fixed.problems
+    assert fixed.edge_cases >= 5 * fixed.cases
+
+
+def test_fixed_logcumsumexp_is_right_far_from_the_maximum() -> None:
+    code = vf.load_rewrite(_shipped("logcumsumexp-rewrite").rewrite)  # type: ignore[arg-type]
+    x = torch.tensor([-200.0, 0.0])
+    assert torch.equal(code.replacement(x, 0), torch.logcumsumexp(x, 0))
+    assert code.replacement(x, 0).tolist() == [-200.0, 0.0]
+    odd = torch.tensor([float("-inf"), float("-inf"), 3.0, float("inf"), 1.0])
+    assert torch.equal(code.replacement(odd, 0), torch.logcumsumexp(odd, 0))
+
+
+def test_edge_cases_derive_every_kind_from_a_case() -> None:
+    case = ((torch.randn(3, 4), torch.tensor([1, 2, 3])), {"dim": 1})
+    derived = dict(vf.edge_cases([case]))
+    assert list(derived) == ["case 0 large", "case 0 negative", "case 0 inf", "case 0 -inf",
+                             "case 0 nan", "case 0 empty", "case 0 non-contiguous"]
+    (x, ints), kwargs = derived["case 0 large"]
+    assert x.abs().max() > 100 * case[0][0].abs().max() / 10 and torch.equal(ints, case[0][1])
+    assert (derived["case 0 negative"][0][0] < 0).all()
+    assert derived["case 0 nan"][0][0].isnan().sum() == 1
+    assert derived["case 0 inf"][0][0].isposinf().sum() == 1
+    # the tensors sharing the first dimension are emptied together; others keep theirs
+    assert [t.shape[0] for t in derived["case 0 empty"][0]] == [0, 0]
+    nc = derived["case 0 non-contiguous"][0]
+    assert not nc[0].is_contiguous() and torch.equal(nc[0], case[0][0]) and kwargs == {"dim": 1}
+    # no floating tensor: only the shape edge cases
+    ints_only = dict(vf.edge_cases([((torch.arange(6),), {})]))
+    assert list(ints_only) == ["case 0 empty", "case 0 non-contiguous"]
+    assert list(dict(vf.edge_cases([case], ["empty"]))) == ["case 0 empty"]
+
+
+def test_edge_cases_the_original_refuses_are_skipped() -> None:
+    code = '''
+import torch
+def reference(x):
+    if x.numel() == 0 or not torch.isfinite(x).all():
+        raise ValueError("needs finite values")
+    return x * 2
+def replacement(x):
+    return x + x
+def inputs():
+    yield (torch.randn(4),), {}
+'''
+    entry = wa.Workaround.model_validate({**_isin_entry().model_dump(),
+                                           "rewrite": {"api": "x.y", "code": code}})
+    r = vf.verify(entry)
+    assert r.ok and r.cases == 1 and r.edge_cases == 3  # large, negative, non-contiguous
+
+
+def test_an_entry_can_leave_out_edge_cases_that_mean_nothing_for_it() -> None:
+    code = ISIN_CODE.replace("def inputs():", "def inputs():\n    yield (torch.randn(3), torch.tensor([0.5])), {}")
+    nan_differs = code.replace("return ~out if invert else out",
+                               "out = out | elements.isnan()\n    return ~out if invert else out")
+    assert any(" nan: " in p for p in vf.verify(_isin_entry(nan_differs)).problems)
+    entry = _isin_entry(nan_differs, edge_cases=["large", "negative", "empty", "noncontiguous"])
+    assert vf.verify(entry).ok
+
+
+# --------------------------------------------------------------------------- isolation
+
+
+@pytest.mark.slow
+def test_isolated_verify_gives_the_in_process_result() -> None:
+    entry = _shipped("isin-tensor-tensor-rewrite")
+    here = vf.verify(entry, op_status=catalog_status, releases=RELEASES)
+    there = vf.verify_isolated(entry, op_status=catalog_status, releases=RELEASES, timeout=120)
+    assert there.ok, there.problems
+    assert (there.cases, there.edge_cases, there.ops) == (here.cases, here.edge_cases, here.ops)
+    wrong = vf.verify_isolated(_isin_entry(WRONG_VALUES), timeout=120)
+    assert wrong.problems[0] == "case 1: values differ"
+
+
+@pytest.mark.slow
+def test_an_endless_inputs_times_out_instead_of_hanging() -> None:
+    import time
+
+    endless = ISIN_CODE.replace("def inputs():", "def inputs():\n    while True:\n        pass")
+    start = time.monotonic()
+    r = vf.verify_isolated(_isin_entry(endless), timeout=8)
+    assert time.monotonic() - start < 30
+    assert r.problems == ["isin-test: timed out after 8 s (a loop in inputs() or replacement() "
+                          "that does not end?)"]
+
+
+@pytest.mark.slow
+def test_the_entry_code_runs_under_the_memory_limit() -> None:
+    shows_limit = ISIN_CODE.replace(
+        "    out = (elements",
+        "    import resource\n"
+        "    raise RuntimeError(f'limit {resource.getrlimit(resource.RLIMIT_AS)[0]}')\n"
+        "    out = (elements")
+    r = vf.verify_isolated(_isin_entry(shows_limit), timeout=120, memory_mb=3072)
+    assert r.problems[0] == f"case 0: replacement raises RuntimeError: limit {3072 << 20}"
+    hog = ISIN_CODE.replace("    out = (elements",
+                            "    hog = torch.ones(4 << 30, dtype=torch.uint8)\n    out = (elements")
+    r = vf.verify_isolated(_isin_entry(hog), timeout=120, memory_mb=3072)
+    assert r.problems[0].startswith("case 0: replacement raises RuntimeError: ") \
+        or "out of memory" in r.problems[0]
+
+
+def test_isolated_verify_refuses_a_memory_limit_torch_cannot_start_in() -> None:
+    from opcheck.core.errors import UsageError
+
+    with pytest.raises(UsageError, match="too low to start torch"):
+        vf.verify_isolated(_isin_entry(), memory_mb=100)

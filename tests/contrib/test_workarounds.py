@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -148,16 +149,85 @@ def test_release_range_semantics() -> None:
     assert wa.Workaround.model_validate(_entry()).applies("1.11.0.post8")
 
 
-def test_scaffold_is_a_valid_entry(tmp_path: Path) -> None:
+def test_scaffold_loads_but_lint_rejects_its_placeholders(tmp_path: Path) -> None:
     text = wa.scaffold("isin.Tensor_Tensor_out")
     data = yaml.safe_load(text)
-    w = wa.Workaround.model_validate(data)
+    w = wa.Workaround.model_validate(data)  # the schema holds: editors can validate it
     assert w.ops == ["aten::isin.Tensor_Tensor_out"]
     assert w.id == "isin-tensor-tensor-out-rewrite"
     (tmp_path / f"{w.id}.yaml").write_text(text, encoding="utf-8")
-    assert wa.lint(tmp_path) == []
+    found = {(p.code, p.message.split(" ", 1)[0]) for p in wa.lint(tmp_path)}
+    assert found == {("placeholder", f) for f in (
+        "title", "problem", "fix", "author", "sources.0", "applies_to.releases.0",
+        "rewrite.api", "rewrite.code")}
+    # every placeholder points at its line in the file
+    lines = text.splitlines()
+    author = next(p for p in wa.lint(tmp_path) if p.message.startswith("author"))
+    assert author.line is not None and lines[author.line - 1].startswith("author:")
     with pytest.raises(UsageError):
         wa.scaffold("not an op!")
+
+
+def test_filled_in_scaffold_passes_lint(tmp_path: Path) -> None:
+    data = yaml.safe_load(wa.scaffold("isin.Tensor_Tensor_out", author="someone"))
+    data.update(title="isin_out falls back", problem="CPU fallback on every call",
+                fix="Compare and reduce with eq and any.",
+                sources=["https://gitcode.com/Ascend/pytorch/issues/40"],
+                applies_to={"releases": [{"min": "2.1.0", "max": "2.1.0.post4"}]})
+    data["rewrite"] = {"api": "torch.isin", "code": data["rewrite"]["code"].replace("TODO", "note")}
+    _write(tmp_path, data)
+    assert wa.lint(tmp_path) == []
+
+
+def test_scaffold_never_proposes_a_taken_id() -> None:
+    ids = {"isin-tensor-tensor-rewrite", "isin-tensor-tensor-rewrite-2"}
+    w = wa.Workaround.model_validate(yaml.safe_load(wa.scaffold("aten::isin.Tensor_Tensor",
+                                                                taken=ids)))
+    assert w.id == "isin-tensor-tensor-rewrite-3"
+    shipped = wa.existing_ids(DATA)
+    assert "isin-tensor-tensor-rewrite" in shipped
+    again = yaml.safe_load(wa.scaffold("aten::isin.Tensor_Tensor", taken=shipped))
+    assert again["id"] not in shipped
+
+
+def _history(rows: dict[str, list[tuple[str, str]]]) -> wa.OpHistory:
+    return lambda op: rows.get(op, [])
+
+
+ISIN_HISTORY = {"aten::isin.Tensor_Tensor": [
+    ("2.1.0", "cpu_fallback"), ("2.1.0.post4", "cpu_fallback"), ("2.1.0.post6", "cpu_fallback"),
+    ("2.1.0.post8", "npu"), ("2.1.0.post10", "npu"), ("2.2.0", "cpu_fallback"),
+    ("2.2.0.post2", "cpu_fallback"), ("2.3.1", "cpu_fallback"), ("2.3.1.post2", "npu")]}
+
+
+def _isin(**over: Any) -> wa.Workaround:
+    return wa.Workaround.model_validate(_entry(ops=["aten::isin.Tensor_Tensor"], **over))
+
+
+def test_lint_wants_every_fallback_release_covered_or_a_reason() -> None:
+    short = _isin(id="short", applies_to={"releases": [{"min": "2.1.0", "max": "2.1.0.post4"}]})
+    [p] = wa.lint([short], op_history=_history(ISIN_HISTORY))
+    assert p.code == "uncovered-fallback"
+    assert "falls back to the CPU on 2.1.0.post6, 2.2.0–2.3.1" in p.message
+    covering = _isin(id="covering", applies_to={"releases": [
+        {"min": "2.1.0", "max": "2.1.0.post6"}, {"min": "2.2.0", "max": "2.3.1"}]})
+    explained = _isin(id="explained", uncovered_reason="torch 2.2 has its own entry",
+                      applies_to={"releases": [{"min": "2.1.0", "max": "2.1.0.post6"}]})
+    everywhere = _isin(id="everywhere")  # no ranges: every release
+    assert wa.lint([covering, explained, everywhere], op_history=_history(ISIN_HISTORY)) == []
+
+
+def test_lint_holds_fixed_in_to_the_first_npu_release() -> None:
+    def upgrade(fixed: str) -> wa.Workaround:
+        return _isin(id=f"up-{fixed.replace('.', '-')}", kind="upgrade", fixed_in=fixed)
+
+    [p] = wa.lint([upgrade("2.1.0.post10")], op_history=_history(ISIN_HISTORY))
+    assert (p.code, p.message) == ("fixed-in", "fixed_in is 2.1.0.post10 but the catalog's "
+                                   "first NPU release of aten::isin.Tensor_Tensor is 2.1.0.post8")
+    assert wa.lint([upgrade("2.1.0.post8")], op_history=_history(ISIN_HISTORY)) == []
+    never = {"aten::isin.Tensor_Tensor": [("2.1.0", "cpu_fallback")]}
+    [p] = wa.lint([upgrade("2.1.0.post8")], op_history=_history(never))
+    assert "no release where aten::isin.Tensor_Tensor runs on the NPU" in p.message
 
 
 def test_schema_file_is_current() -> None:
@@ -191,3 +261,39 @@ def test_import_does_not_pull_torch() -> None:
     code = ("import sys, opcheck.contrib.workarounds, opcheck.contrib.troubleshoot, opcheck.contrib.verify; "
             "sys.exit(1 if 'torch' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_workaround_lookup_exact_op_within_release_ranges(tmp_path: Path) -> None:
+    from catalog_fixture import small_catalog
+
+    from opcheck.db.build import write_catalog
+    from opcheck.db.catalog import Catalog
+    from opcheck.db.engine import open_catalog
+
+    folder = tmp_path / "entries"
+    folder.mkdir()
+    _write(folder, _entry(id="ranged", applies_to={"releases": [
+        {"min": "2.1.0.post10", "max": "2.1.0.post17"}, {"min": "2.6.0.post5"}]}))
+    _write(folder, _entry(id="always", ops=["aten::isin.Tensor_Tensor", "aten::roll"]))
+    _write(folder, _entry(id="packet", ops=["aten::isin"]))
+    data = small_catalog()
+    data.deprecations = []
+    wa.attach(data, folder)
+    cat = Catalog.load(open_catalog(write_catalog(data, tmp_path / "c.sqlite")))
+    lookup = wa.workaround_lookup(cat)
+    found = {r.torch_npu: [w.id for w in lookup("aten::isin.Tensor_Tensor", r)]
+             for r in cat.releases}
+    assert found == {"1.11.0.post8": ["always"], "2.1.0.post10": ["always", "ranged"],
+                     "2.1.0.post17": ["always", "ranged"], "2.4.0": ["always"],
+                     "2.6.0.post5": ["always", "ranged"]}
+    # The same rule as the entry itself applies.
+    entry = wa.load_file(folder / "ranged.yaml")
+    assert [r for r in found if "ranged" in found[r]] == [
+        r.torch_npu for r in cat.releases if entry.applies(r.torch_npu)]
+    # Exact op: the packet's entry is not an overload's, and the ref says where the entry is.
+    release = cat.releases[0]
+    assert [w.id for w in lookup("aten::isin", release)] == ["packet"]
+    assert lookup("aten::relu", release) == []
+    [ref] = lookup("aten::roll", release)
+    assert (ref.id, ref.kind, ref.url) == ("always", "configuration",
+                                          "data/workarounds/always.yaml")

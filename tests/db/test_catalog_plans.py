@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from opcheck.db.catalog import KERNEL_RELEASES_SQL
-from opcheck.web.serve import DATASETTE_DIR
+from opcheck.web.app import DATASETTE_DIR
 
 
 def plan(conn: sqlite3.Connection, sql: str, params: dict[str, str] | tuple[str, ...]) -> str:

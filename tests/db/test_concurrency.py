@@ -88,7 +88,9 @@ def cli_reader_main(catalog: str, stop: str, out: str, max_seconds: float) -> No
 
 
 def _spawn(func: str, catalog: Path, stop: Path, out: Path) -> subprocess.Popen[bytes]:
-    code = (f"import sys; sys.path.insert(0, {str(HERE)!r}); import test_concurrency as t; "
+    # This module's folder and tests/ (for testpaths), as pytest puts them on sys.path.
+    code = (f"import sys; sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(HERE)!r}]; "
+            "import test_concurrency as t; "
             f"t.{func}({str(catalog)!r}, {str(stop)!r}, {str(out)!r}, {READ_SECONDS * 4})")
     return subprocess.Popen([sys.executable, "-c", code], cwd=HERE.parent)
 

@@ -15,12 +15,13 @@ from opcheck.db.build import write_catalog
 from opcheck.db.catalog import Catalog
 from opcheck.db.data import CatalogData, ReleaseRec
 from opcheck.db.engine import open_catalog
-from opcheck.env import environment
-from opcheck.env.environment import (
+from opcheck.env import assess as assessing
+from opcheck.env import probe
+from opcheck.env.assess import Assessment, assess
+from opcheck.env.probe import (
     CommandResult,
     EnvRoots,
     Inventory,
-    assess,
     collect,
     parse_npu_smi,
     parse_version_cfg,
@@ -155,11 +156,11 @@ def machine(tmp_path: Path, *, environ: dict[str, str] | None = None,
                    implementation="CPython", machine="x86_64")
 
 
-def statuses(a: environment.Assessment, check: str) -> list[str]:
+def statuses(a: Assessment, check: str) -> list[str]:
     return [f.status for f in a.findings if f.check == check]
 
 
-def message(a: environment.Assessment, check: str, status: str) -> str:
+def message(a: Assessment, check: str, status: str) -> str:
     return " | ".join(f.message for f in a.findings if f.check == check and f.status == status)
 
 
@@ -518,7 +519,7 @@ def test_json_shape(tmp_path: Path, cat: Catalog) -> None:
     assert inv["torch"] == {"version": "2.6.0", "source": "importlib.metadata (torch)"}
     assert inv["cann"]["version"] == "8.3.RC1" and inv["driver"] is None
     assert doc["release"]["pythons"] == ["3.8", "3.9"]
-    assert {f["status"] for f in doc["findings"]} <= set(environment.STATUSES)
+    assert {f["status"] for f in doc["findings"]} <= set(assessing.STATUSES)
     assert doc["recommendation"]["combinations"][0]["torch_npu"] == "2.6.0.post3"
 
 
@@ -529,7 +530,7 @@ def test_real_machine_reports_absent_things_as_absent(cat: Catalog) -> None:
     assert inv.python and inv.arch and inv.os_name
     res = assess(inv, cat)
     json.dumps(res.to_json())
-    assert all(f.status in environment.STATUSES for f in res.findings)
+    assert all(f.status in assessing.STATUSES for f in res.findings)
     if inv.torch_npu is None:
         assert statuses(res, "torch_npu") == ["absent"]
     if inv.cann is None:
@@ -570,13 +571,13 @@ def test_cli_json_and_exit_codes(tmp_path: Path, cat_path: Path,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     toolkit(tmp_path / "Ascend", "8.3.RC1")
     runner = CliRunner()
-    monkeypatch.setattr(environment, "collect",
+    monkeypatch.setattr(probe, "collect",
                         lambda: machine(tmp_path, torch="2.6.0", torch_npu="2.1.0.post17"))
     r = runner.invoke(_app(), ["env", "--format", "json", "--catalog", str(cat_path)])
     assert r.exit_code == 1, r.output
     assert json.loads(r.output)["consistent"] is False
 
-    monkeypatch.setattr(environment, "collect",
+    monkeypatch.setattr(probe, "collect",
                         lambda: machine(tmp_path, torch="2.6.0", torch_npu="2.6.0.post3"))
     r = runner.invoke(_app(), ["env", "--catalog", str(cat_path)])
     assert r.exit_code == 0, r.output
@@ -586,7 +587,7 @@ def test_cli_json_and_exit_codes(tmp_path: Path, cat_path: Path,
 def test_cli_table_shows_recommendation(tmp_path: Path, cat_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     toolkit(tmp_path / "Ascend", "8.0.0")
-    monkeypatch.setattr(environment, "collect",
+    monkeypatch.setattr(probe, "collect",
                         lambda: machine(tmp_path, torch="2.1.0", torch_npu="2.1.0.post17",
                                         python="3.9.0"))
     r = CliRunner().invoke(_app(), ["env", "--catalog", str(cat_path)])
@@ -599,7 +600,7 @@ def test_cli_table_on_an_npu_host(tmp_path: Path, cat_path: Path,
     toolkit(tmp_path / "Ascend", "8.5.0")
     driver(tmp_path / "Ascend")
     env = {"ASCEND_HOME_PATH": str(tmp_path / "Ascend" / "ascend-toolkit" / "latest")}
-    monkeypatch.setattr(environment, "collect", lambda: machine(
+    monkeypatch.setattr(probe, "collect", lambda: machine(
         tmp_path, environ=env, torch="2.6.0", torch_npu="2.6.0.post5",
         which=lambda n: "/usr/local/bin/npu-smi", run=lambda a: CommandResult(0, NPU_SMI_910B)))
     r = CliRunner().invoke(_app(), ["env", "--catalog", str(cat_path)])

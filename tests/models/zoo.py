@@ -101,6 +101,16 @@ class BranchNet(nn.Module):
         return y.sigmoid()
 
 
+class FallbackNet(nn.Module):
+    """Two ops whose NPU support changed across releases: isin (a CPU fallback in early 2.1
+    releases, a kernel from 2.1.0.post8) and logcumsumexp (no kernel: an error before torch_npu
+    had a CPU fallback, a fallback after)."""
+
+    def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        keep = torch.isin(ids, ids[:, :2]).to(x.dtype)
+        return torch.logcumsumexp(x, dim=-1) * keep
+
+
 def conv_net() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return ConvNet(), (torch.randn(2, 3, 16, 16),)
 
@@ -111,6 +121,10 @@ def transformer() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
 
 def lstm() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return LSTMNet(), (torch.randn(2, 5, 8),)
+
+
+def fallbacks() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return FallbackNet(), (torch.randn(2, 6), torch.randint(0, 9, (2, 6)))
 
 
 def dropout() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:

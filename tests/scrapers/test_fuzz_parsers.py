@@ -22,15 +22,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from testpaths import TESTS
 
+from opcheck.contrib.logs import parse_log
 from opcheck.contrib.troubleshoot import Explainer, explain_file, iter_lines, load_dir
 from opcheck.core.errors import OpcheckError, ScrapeError, TraceError, UsageError
 from opcheck.core.oplist import OpList
 from opcheck.core.opname import OpName, canonical
 from opcheck.scrapers import (
     apidocs,
-    apidocs_html,
     npu_native,
-    opinfo,
     opplugin,
     pytorch,
     releases,
@@ -38,7 +37,6 @@ from opcheck.scrapers import (
 )
 from opcheck.scrapers.rows import Origin
 from opcheck.tracers.inputs import parse_input_spec
-from opcheck.tracers.logs import parse_log
 from opcheck.tracers.sniff import Sniffed, sniff
 from opcheck.tracers.static import list_pt2, list_torchscript
 
@@ -398,11 +396,6 @@ YAML_CASES: list[tuple[str, Callable[[str], Any], str]] = [
     ("functions-mirror", lambda t: opplugin.parse_functions(
         t, origin=Origin(f"{OP}/op_plugin_functions.yaml"), torch="2.1"),
      _read("github/Ascend/op-plugin/c210c210/op_plugin/config/op_plugin_functions.yaml", MIRROR)),
-    ("derivatives-combined", lambda t: opplugin.parse_derivatives(
-        t, origin=Origin(f"{OP}/derivatives.yaml")), _read("opplugin/derivatives_combined.yaml")),
-    ("derivatives-v2r1", lambda t: opplugin.parse_derivatives(
-        t, origin=Origin(f"{OP}/v2r1/derivatives.yaml"), npu_names={"npu_gelu"}),
-     _read("opplugin/v2r1/derivatives.yaml")),
     ("deprecated", lambda t: opplugin.parse_deprecated(t, origin=Origin(f"{OP}/deprecated.yaml")),
      _read("opplugin/deprecated.yaml")),
     ("native", lambda t: npu_native.parse_native(
@@ -417,9 +410,6 @@ YAML_CASES: list[tuple[str, Callable[[str], Any], str]] = [
     ("tags", lambda t: pytorch.parse_native_functions(
         _read("pytorch/native_functions.yaml"), origin=Origin("native_functions.yaml"),
         tags_text=t), TAGS),
-    ("opinfo", lambda t: opinfo.parse_unsupported_ops_info(
-        t, origin=Origin("github/Ascend/op-plugin/master/test/unsupported_ops_info_base.yaml")),
-     _read("apidocs/unsupported_ops_info_sample.yaml")),
 ]
 TEXT_CASES: list[tuple[str, Callable[[str], Any], str]] = [
     ("wheel_facts", lambda t: wheel.parse_wheel_facts(t, origin=Origin(f"{WHL}/WHEEL-FACTS.txt")),
@@ -448,10 +438,6 @@ TEXT_CASES: list[tuple[str, Callable[[str], Any], str]] = [
     ("apidoc-list", lambda t: apidocs.parse_markdown(t, origin=Origin(
         "github/Ascend/pytorch/master/docs/zh/api/native_api/graph_supported_apis.md")),
      _read("apidocs/graph_supported_apis.md")),
-    ("apidoc-site-pipe", lambda t: apidocs_html.parse_html(
-        t, origin=Origin("site/ptaoplist_000002.html")), _read("apidocs/site_pipe.html")),
-    ("apidoc-site-sections", lambda t: apidocs_html.parse_html(
-        t, origin=Origin("site/torch-Tensor.html")), _read("apidocs/site_sections.html")),
 ]
 ALL_CASES = YAML_CASES + TEXT_CASES
 IDS = [c[0] for c in ALL_CASES]

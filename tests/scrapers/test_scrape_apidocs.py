@@ -1,13 +1,11 @@
 from __future__ import annotations
 
-import dataclasses
 import re
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from markdown_it import MarkdownIt
 
 from opcheck.core.errors import ScrapeError
 from opcheck.scrapers.apidocs import (
@@ -18,7 +16,6 @@ from opcheck.scrapers.apidocs import (
     parse_dtypes,
     parse_markdown,
 )
-from opcheck.scrapers.apidocs_html import parse_html
 from opcheck.scrapers.rows import Origin
 
 SECTIONS = (
@@ -43,14 +40,6 @@ def _fixture(fixtures: Path, name: str) -> str:
 
 def _brief(rows: list[ApiSupportRow]) -> list[tuple[object, ...]]:
     return [(r.api, r.hardware, r.supported, r.only_dtypes, r.unsupported_dtypes) for r in rows]
-
-
-def _no_lines(rows: list[ApiSupportRow]) -> list[ApiSupportRow]:
-    return [dataclasses.replace(r, line=0) for r in rows]
-
-
-def _md_to_html(text: str) -> str:
-    return MarkdownIt("commonmark", {"html": True}).enable("table").render(text)
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -337,103 +326,6 @@ def test_section_without_support_block_fails(fixtures: Path) -> None:
     with pytest.raises(ScrapeError, match="has no 支持情况 hardware table") as exc:
         parse_markdown(broken, origin=Origin(path=SECTIONS))
     assert exc.value.line == _line_of(broken, "**原生文档**：[torch.nn.functional.avg_pool3d]")
-
-
-# --------------------------------------------------------------------------- site HTML
-
-
-def test_site_pipe_page(fixtures: Path) -> None:
-    rows = parse_html(
-        _fixture(fixtures, "site_pipe.html"), origin=Origin(path="site/ptaoplist_000002.html")
-    )
-    assert _brief(rows) == [
-        ("torch.nn.functional.conv2d", "", True, ("bf16", "fp16", "fp32"), ()),
-        ("torch.nn.functional.max_pool3d", "", True, ("bf16", "fp16", "fp32"), ()),
-        (
-            "torch.nn.functional.scaled_dot_product_attention",
-            A2,
-            True,
-            ("bf16", "fp16", "fp32"),
-            (),
-        ),
-        (
-            "torch.nn.functional.scaled_dot_product_attention",
-            A3,
-            True,
-            ("bf16", "fp16", "fp32"),
-            (),
-        ),
-        ("torch.nn.functional.avg_pool3d", "", False, None, ()),
-    ]
-    assert (
-        rows[1].restriction == "支持bf16，fp16，fp32\ndilation的值目前在NPU上仅支持设置为1或(1,1,1)"
-    )
-    assert rows[1].arg_limits[0].values == ("1", "(1,1,1)")
-    assert rows[0].line == 23  # the <tr> of the row in the page source
-    assert rows[0].section == "torch.nn.functional" and rows[0].generation == "pipe-table"
-
-
-def test_site_sections_page(fixtures: Path) -> None:
-    rows = parse_html(
-        _fixture(fixtures, "site_sections.html"), origin=Origin(path="site/torch-Tensor.html")
-    )
-    assert _brief(rows) == [
-        ("Tensor.abs", A2, True, ("fp16", "fp32", "fp64"), ()),
-        ("Tensor.abs", A3, True, ("fp16", "fp32", "fp64"), ()),
-        ("Tensor.abs", DT, False, ("fp16", "fp32", "fp64"), ()),
-        ("Tensor.addcdiv", A1, True, ("fp16", "fp32", "fp64"), ()),
-        ("Tensor.addcdiv", A2, True, ("bf16", "fp16", "fp32", "fp64"), ()),
-    ]
-    assert rows[0].restriction == "`self`仅支持fp16，fp32，fp64"
-    assert rows[3].restriction.splitlines()[-1] == "- int64类型不支持三个`tensor`同时广播"
-    assert rows[0].doc_url == "https://pytorch.org/docs/2.7/generated/torch.Tensor.abs.html"
-
-
-def test_site_page_with_unknown_mark_fails(fixtures: Path) -> None:
-    text = _fixture(fixtures, "site_sections.html").replace(
-        '<td style="text-align: center">✘</td>', '<td style="text-align: center">部分</td>'
-    )
-    with pytest.raises(ScrapeError, match="unknown support mark") as exc:
-        parse_html(text, origin=Origin(path="site/torch-Tensor.html"))
-    assert exc.value.line == _line_of(text, "部分")
-
-
-@pytest.mark.parametrize(
-    "name", ["sections.md", "pipe.md", "html_table.md", "graph_supported_apis.md"]
-)
-def test_markdown_and_its_html_give_the_same_rows(fixtures: Path, name: str) -> None:
-    text = _fixture(fixtures, name)
-    origin = Origin(
-        path={"sections.md": SECTIONS, "pipe.md": PIPE, "html_table.md": OLD}.get(name, GRAPH)
-    )
-    md_rows = parse_markdown(text, origin=origin)
-    assert md_rows
-    assert _no_lines(parse_html(_md_to_html(text), origin=origin)) == _no_lines(md_rows)
-
-
-@pytest.mark.upstream
-@pytest.mark.parametrize("path", [SECTIONS, PIPE, PRIVATE, GRAPH, OLD])
-def test_real_markdown_and_its_html_give_the_same_rows(upstream: Path, path: str) -> None:
-    text = (upstream / path).read_text(encoding="utf-8")
-    origin = Origin(path=path)
-    md_rows = parse_markdown(text, origin=origin)
-    html_rows = parse_html(_md_to_html(text), origin=origin)
-
-    def key(r: ApiSupportRow) -> ApiSupportRow:
-        # A Markdown renderer turns `_x_` in bare names into emphasis (torch._foreach_neg_ →
-        # torch.foreach_neg); the docs mean them literally, so compare only rows without it.
-        return dataclasses.replace(r, line=0)
-
-    emphasised = {
-        i for i, r in enumerate(md_rows) if re.search(r"(^|\W)_|\*", r.api + r.restriction)
-    }
-    assert len(html_rows) == len(md_rows)
-    same = [
-        key(a) == key(b)
-        for i, (a, b) in enumerate(zip(md_rows, html_rows, strict=True))
-        if i not in emphasised
-    ]
-    assert all(same) and len(same) >= 10
 
 
 # --------------------------------------------------------------------------- dtypes

@@ -9,15 +9,12 @@ from opcheck.core.errors import ScrapeError
 from opcheck.scrapers.releases import (
     CompatTable,
     MatrixResult,
-    collect_compat,
     compat_paths,
-    load_matrix,
     merge_matrix,
     parse_compat,
     parse_releases_tsv,
 )
 from opcheck.scrapers.rows import CompatRow, Origin, PythonCompatRow
-from opcheck.sync.sources import MirrorSource
 
 
 def _read(fixtures: Path, name: str) -> str:
@@ -291,81 +288,3 @@ def test_real_every_table_file_parses(upstream: Path) -> None:
     assert counts["github/Ascend/pytorch/v3.0.0-pytorch1.11.0/README.zh.md"] == (13, 0)
     # the 26.x Chinese READMEs moved their tables out (grep -c CANN → 0)
     assert counts["github/Ascend/pytorch/v26.1.0-pytorch2.9.0/README.zh.md"] == (0, 0)
-
-
-# Patch / hotfix releases that no table in the snapshot lists (checked: grep -rl
-# '2\.6\.0\.post4' --include=*.md finds nothing). 14 of them are four-part hotfix trains
-# whose CANN is inferred from the base train.
-NO_CANN_IN_ANY_TABLE = {
-    "v26.0.1-pytorch2.10.0", "v26.0.1-pytorch2.9.0", "v26.0.1-pytorch2.8.0",
-    "v26.0.1-pytorch2.7.1", "v7.3.1-pytorch2.9.0", "v7.3.1-pytorch2.8.0",
-    "v7.3.1-pytorch2.7.1", "v7.3.1-pytorch2.6.0", "v7.2.0.1-pytorch2.8.0",
-    "v7.2.0.1-pytorch2.7.1", "v7.2.0.1-pytorch2.6.0", "v7.1.0.2-pytorch2.6.0",
-    "v7.1.0.1-pytorch2.6.0", "v7.1.0.2-pytorch2.5.1", "v7.1.0.1-pytorch2.5.1",
-    "v7.0.0.1-pytorch2.4.0", "v6.0.0.1-pytorch2.4.0", "v6.0.0.1-pytorch2.3.1",
-    "v7.1.0.2-pytorch2.1.0", "v7.0.0.1-pytorch2.1.0", "v7.1.0.1-pytorch2.1.0",
-    "v6.0.0.1-pytorch2.1.0", "v5.0.1.1-pytorch2.1.0", "v5.0.1-pytorch2.1.0",
-    "v5.0.1.2-pytorch2.0.1", "v5.0.1.1-pytorch2.0.1", "v5.0.1-pytorch2.0.1",
-    "v5.0.1.2-pytorch1.11.0", "v5.0.1.1-pytorch1.11.0", "v5.0.1-pytorch1.11.0",
-}  # fmt: skip
-
-
-@pytest.mark.upstream
-def test_real_matrix(upstream: Path) -> None:
-    res, tags, tables = load_matrix(MirrorSource(upstream))
-    assert tables[0].origin.path == "github/Ascend/pytorch/master/COMPATIBILITY.md"
-    by_tag = {r.tag: r for r in res.rows if r.tag}
-    released = [t for t in tags if t.torch_npu_version]
-    # every release tag is a row, and carries a CANN version whenever any table gives one
-    assert set(by_tag) == {t.tag for t in released}
-    assert set(res.tags_without_cann()) == NO_CANN_IN_ANY_TABLE
-    for t in released:
-        if t.tag not in NO_CANN_IN_ANY_TABLE:
-            assert by_tag[t.tag].cann_version and not by_tag[t.tag].cann_inferred, t.tag
-    assert sum(1 for r in res.rows if r.cann_inferred) == 14
-    r = by_tag["v7.2.0-pytorch2.1.0"]
-    assert (r.torch_npu_version, r.cann_version, r.branch) == (
-        "2.1.0.post17",
-        "8.3.RC1",
-        "v2.1.0-7.2.0",
-    )
-    assert r.pythons == ("3.8", "3.9", "3.10", "3.11")
-    assert by_tag["v26.1.0-pytorch2.12.0"].cann_version == "9.1.0"
-    assert by_tag["v7.2.0.1-pytorch2.6.0"].cann_version == "8.3.RC1"  # inferred from 7.2.0
-    # older releases known only from tables (1.5.0.post2 …) are rows too
-    assert len(res.rows) == 100
-    # conflicts between tables (newest wins), as found in the snapshot
-    cann = {
-        (c.torch_npu_version, c.kept, c.other) for c in res.conflicts if c.field == "cann_version"
-    }
-    assert cann == {
-        ("1.5.0.post8", "6.0.1", "6.0.0"),
-        ("1.8.1", "6.0.1", "6.0.0"),
-        ("1.11.0.rc2", "6.0.1", "6.0.0"),
-    }
-    torch = [c for c in res.conflicts if c.field == "torch_version"]
-    assert [(c.torch_npu_version, c.kept, c.other) for c in torch] == [
-        ("1.5.0.post3", "1.5.0", "1.8.1")
-    ]
-    assert {c.torch_npu_version for c in res.conflicts if c.field == "pythons"} == {
-        "torch 2.1.0", "torch 2.6.0", "torch 2.7.1", "torch 2.8.0", "torch 2.9.0",
-        "torch 2.10.0", "torch 2.11.0", "torch 2.12.0",
-    }  # fmt: skip
-
-
-def test_collect_compat_on_a_small_mirror(tmp_path: Path, fixtures: Path) -> None:
-    (tmp_path / "releases.tsv").write_text(_read(fixtures, "releases.tsv"), encoding="utf-8")
-    master = tmp_path / "github/Ascend/pytorch/master"
-    master.mkdir(parents=True)
-    (master / "COMPATIBILITY.md").write_text(_read(fixtures, "compatibility.md"), encoding="utf-8")
-    old = tmp_path / "github/Ascend/pytorch/v3.0.0-pytorch1.11.0"
-    old.mkdir(parents=True)
-    (old / "README.zh.md").write_text(_read(fixtures, "readme_v3.md"), encoding="utf-8")
-    src = MirrorSource(tmp_path)
-    tags = parse_releases_tsv(src.fetch("releases.tsv").text, origin=Origin("releases.tsv"))
-    tables = collect_compat(src, tags)
-    assert [t.origin.path for t in tables] == [
-        "github/Ascend/pytorch/master/COMPATIBILITY.md",
-        "github/Ascend/pytorch/v3.0.0-pytorch1.11.0/README.zh.md",
-    ]
-    assert len(tables[0].origin.sha256) == 64

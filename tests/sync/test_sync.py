@@ -178,3 +178,31 @@ def test_mirror_without_release_list_is_an_error(tmp_path: Path, universe: Unive
     (tmp_path / "m").mkdir()
     r = _sync(tmp_path / "m", tmp_path / "c.sqlite")
     assert r.exit_code == 2 and "releases.tsv" in r.output
+
+
+def test_run_sync_writes_only_when_nothing_failed(
+    mirror: Path, tmp_path: Path, universe: Universe, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import opcheck.sync.pipeline as sync_mod
+    from opcheck.sync.pipeline import SyncOptions, run_sync
+
+    monkeypatch.setattr(sync_mod, "installed_universe", lambda: universe)
+    seen: list[int] = []
+    opts = SyncOptions(mirror=mirror, catalog=tmp_path / "c.sqlite", snapshot=tmp_path / "snap")
+    out = run_sync(opts, before_write=lambda data: seen.append(len(data.releases)))
+    assert out.catalog == tmp_path / "c.sqlite" and out.catalog.is_file()
+    assert out.snapshot == tmp_path / "snap" and (tmp_path / "snap" / "releases.tsv").is_file()
+    assert seen == [3]
+    _break(mirror, "unknown key")
+    again = run_sync(SyncOptions(mirror=mirror, catalog=tmp_path / "d.sqlite"),
+                     before_write=lambda data: seen.append(0))
+    assert again.catalog is None and again.result.failures and seen == [3]
+    assert not (tmp_path / "d.sqlite").exists()
+
+
+def test_live_wheels_asks_for_every_release_since_the_first_published_wheel(mirror: Path) -> None:
+    from opcheck.sync.pipeline import live_wheels
+
+    assert live_wheels(MirrorSource(mirror), ["9.9"]) == ["9.9"]
+    # newest first, as the matrix lists them; 1.11.0.post8 predates published wheels
+    assert live_wheels(MirrorSource(mirror), None) == ["2.6.0.post5", "2.1.0.post17"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from testpaths import TESTS
@@ -123,3 +124,63 @@ def test_transformers_match_real_backend(name: str, backend_ops: dict[str, dict[
     else:
         assert diff <= HF_MASK_PATH, f"unexpected differences {sorted(diff - HF_MASK_PATH)}"
         assert len(fake & real) >= 15
+
+
+# ------------------------------------------------ a backend with one release's CIA kernels
+
+CIA_RELEASE = "2.7.1.post2"
+CIA_CASES = ["conv_net", "transformer", "lstm", "sdpa", "cia_linalg", "cia_casts",
+             "cia_inference_mode"]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_cia_kernels_of_a_release_match_the_two_level_trace(
+    tmp_path_factory: pytest.TempPathFactory, bundled_catalog: Path
+) -> None:
+    """The C++ backend registers kernels for the CIA ops torch_npu CIA_RELEASE has; the ops it
+    receives must be the fake trace's two-level records resolved for that release."""
+    from opcheck.checker.levels import received
+    from opcheck.checker.resolve import Resolver
+    from opcheck.db.catalog import Catalog
+    from opcheck.db.engine import open_catalog
+    from opcheck.tracers.composites import composites_with_kernels
+
+    sys.path.insert(0, str(TESTS / "fixtures" / "tracers"))
+    import cia_models
+
+    cat = Catalog.load(open_catalog(bundled_catalog))
+    watched = composites_with_kernels(cat)
+    resolver = Resolver(cat, CIA_RELEASE)
+    install = [
+        op for op in watched
+        if op in resolver.kernels and torch._C._dispatch_has_kernel_for_dispatch_key(
+            op, "CompositeImplicitAutograd")
+    ]  # fmt: skip
+    assert {"aten::slogdet", "aten::inverse", "aten::repeat_interleave.self_int"} <= set(install)
+    build = tmp_path_factory.mktemp("recording_backend_cia")
+    proc = subprocess.run(
+        [sys.executable, str(TESTS / "fixtures" / "tracers" / "cpp_backend_run.py"), str(build),
+         ",".join(CIA_CASES), ",".join(op.removeprefix("aten::") for op in install)],
+        capture_output=True, text=True, timeout=500,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    real_ops: dict[str, dict[str, int]] = json.loads(proc.stdout.strip().splitlines()[-1])
+    cases = {**zoo.ZOO, **cia_models.CASES}
+    for name in CIA_CASES:
+        factory, train = cases[name]
+        assert not train
+        with torch.device("meta"):
+            model, args = factory()
+        ol = runtime.trace_module(model, InputSpec(), example_args=tuple(args),
+                                  composites=watched, label=name)  # fmt: skip
+        fake = {u.op for u in received(ol, resolver).ops}
+        real = set(real_ops[name])
+        diff = (fake ^ real) - STRIDE_DEPENDENT
+        assert not diff, (name, f"fake-only {sorted(fake - real)}, backend-only {sorted(real - fake)}")
+    # the issue's example really reached the backend whole, with and without inference mode
+    for name in ("cia_linalg", "cia_inference_mode"):
+        assert {"aten::slogdet", "aten::inverse", "aten::repeat_interleave.self_int"} <= set(
+            real_ops[name]
+        )
+    assert "aten::linear" not in real_ops["cia_inference_mode"]  # no kernel on 2.7.1.post2

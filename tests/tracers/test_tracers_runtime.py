@@ -113,10 +113,11 @@ def test_api_model_code_in_sandbox_matches_in_process(monkeypatch: pytest.Monkey
     assert "models/zoo.py:24" in ol2.by_op()["aten::convolution"].locations
 
 
-def test_api_branch_falls_back_with_a_note() -> None:
+def test_api_branch_is_marked_incomplete_where_it_stopped() -> None:
     ol = api.trace(None, model_spec=f"{ZOO}:branch", timeout=120)
-    assert ol.notes[0].startswith("INCOMPLETE: data-dependent control flow at")
-    assert "zoo.py:99" in ol.notes[0]
+    assert not ol.complete
+    assert ol.stopped.startswith("data-dependent control flow at")
+    assert "zoo.py:99" in ol.stopped
 
 
 def test_api_pickled_module_with_trust_and_pt2_runtime() -> None:
@@ -159,3 +160,27 @@ def test_api_pt2_control_flow_falls_back_to_static_listing() -> None:
     assert ol.notes[0].startswith("runtime trace incomplete: data-dependent control flow")
     assert "cond" in ol.notes[0]
     assert {"aten::sin", "aten::cos"} <= set(ol.by_op())
+
+
+def test_model_file_with_a_module_instance_and_a_main_block(tmp_path: Path) -> None:
+    marker = tmp_path / "main-ran"
+    f = tmp_path / "script.py"
+    f.write_text(
+        "import torch\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())\n"
+        "def make():\n"
+        "    return model, (torch.empty(2, 4),)\n"
+        "if __name__ == '__main__':\n"
+        f"    open({str(marker)!r}, 'w').write('trained')\n"
+    )
+    inputs = InputSpec((TensorSpec((2, 4)),))
+    ol = api.trace(None, model_spec=f"{f}:model", inputs=inputs, timeout=120)
+    assert {"aten::addmm", "aten::relu"} <= set(ol.by_op())
+    assert ol.by_op()["aten::addmm"].shapes[0] == [3]  # bias first: addmm(bias, x, w.t())
+    assert ol.by_op()["aten::relu"].shapes[0] == [2, 3]
+    # the same file through its factory; the __main__ block never ran
+    assert set(api.trace(None, model_spec=f"{f}:make", timeout=120).by_op()) == set(ol.by_op())
+    assert not marker.exists()
+    # an instance needs inputs like a class does
+    with pytest.raises(TraceError, match="input-shape"):
+        api.trace(None, model_spec=f"{f}:model", timeout=120)

@@ -38,9 +38,9 @@ def _need_browser() -> Any:
 
 @pytest.fixture(scope="module")
 def site(bundled_catalog: Path) -> Iterator[str]:
-    from opcheck.web import serve
+    from live_server import running_server
 
-    with serve.running_server(bundled_catalog) as url:
+    with running_server(bundled_catalog) as url:
         yield url
 
 

@@ -10,13 +10,14 @@ import json
 import os
 import shutil
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
 import yaml
+from live_server import running_server
 
 if not os.environ.get("CI"):  # CI installs the serve extra: there a missing Datasette fails
     pytest.importorskip("datasette")
@@ -30,7 +31,11 @@ from opcheck.core.oplist import OpList, OpUse
 from opcheck.db import search
 from opcheck.db.catalog import Catalog
 from opcheck.db.engine import make_engine
-from opcheck.web import serve
+from opcheck.web import pages, server
+from opcheck.web.app import DATASETTE_DIR, make_datasette, metadata_for
+from opcheck.web.cache import ResponseCache
+from opcheck.web.pages import op as op_module
+from opcheck.web.state import state_for
 
 OLD, NEW = "2.1.0.post10", "2.1.0.post17"
 TARGET = "2.6.0.post5"
@@ -74,7 +79,7 @@ class Client:
 
 @pytest.fixture(scope="module")
 def client(served: Path) -> Iterator[Client]:
-    c = Client(serve.make_datasette(served))
+    c = Client(make_datasette(served))
     yield c
     c.loop.close()
 
@@ -109,7 +114,7 @@ def test_home_page_explains_how_to_read(client: Client) -> None:
 
 
 def test_every_table_and_column_is_described(served: Path) -> None:
-    meta, _ = serve.metadata_for(served)
+    meta, _ = metadata_for(served)
     tables = meta["databases"]["catalog"]["tables"]
     conn = sqlite3.connect(served)
     names = [r[0] for r in conn.execute(
@@ -125,8 +130,8 @@ def test_every_table_and_column_is_described(served: Path) -> None:
 
 
 def test_description_and_configuration_are_kept_apart() -> None:
-    described = yaml.safe_load((serve.DATASETTE_DIR / "metadata.yaml").read_text())
-    configured = yaml.safe_load((serve.DATASETTE_DIR / "config.yaml").read_text())
+    described = yaml.safe_load((DATASETTE_DIR / "metadata.yaml").read_text())
+    configured = yaml.safe_load((DATASETTE_DIR / "config.yaml").read_text())
     for table in described["databases"]["catalog"]["tables"].values():
         assert set(table) <= {"description", "columns"}
     assert "queries" not in described["databases"]["catalog"]
@@ -137,7 +142,7 @@ def test_description_and_configuration_are_kept_apart() -> None:
 
 def test_catalog_without_search_index_still_serves(bundled_catalog: Path,
                                                    tmp_path: Path) -> None:
-    meta, _ = serve.metadata_for(bundled_catalog)
+    meta, _ = metadata_for(bundled_catalog)
     tables = meta["databases"]["catalog"]["tables"]
     assert any("fts_table" in t for t in tables.values())  # the build adds the search index
     assert "unsupported_apis_on_hardware" in meta["databases"]["catalog"]["queries"]
@@ -147,19 +152,19 @@ def test_catalog_without_search_index_still_serves(bundled_catalog: Path,
     conn.executescript("DROP TABLE api_op; DROP TABLE api_support;" + "".join(
         f"DROP TABLE {fts};" for fts in search.SEARCH_INDEXES))
     conn.close()
-    old_tables = serve.metadata_for(old)[0]["databases"]["catalog"]["tables"]
+    old_tables = metadata_for(old)[0]["databases"]["catalog"]["tables"]
     assert not any("fts_table" in t for t in old_tables.values())
-    meta, _ = serve.metadata_for(old)
+    meta, _ = metadata_for(old)
     assert "unsupported_apis_on_hardware" not in meta["databases"]["catalog"]["queries"]
     assert "release_diff" in meta["databases"]["catalog"]["queries"]
-    c = Client(serve.make_datasette(old))
+    c = Client(make_datasette(old))
     try:
         assert c.get("/-/op/aten::add.Tensor").status_code == 200
         r = c.post("/-/check", data={"oplist": json.dumps(oplist_doc()), "release": TARGET})
         assert r.status_code == 200 and "Verdict:" in r.text
     finally:
         c.loop.close()
-    c = Client(serve.make_datasette(bundled_catalog))
+    c = Client(make_datasette(bundled_catalog))
     try:
         assert c.get("/catalog/operator?_facet=namespace").status_code == 200
     finally:
@@ -264,7 +269,7 @@ def test_query_aclnn_for_cann(client: Client, cat: Catalog) -> None:
 
 
 def test_every_canned_query_is_tested() -> None:
-    configured = yaml.safe_load((serve.DATASETTE_DIR / "config.yaml").read_text())
+    configured = yaml.safe_load((DATASETTE_DIR / "config.yaml").read_text())
     names = set(configured["databases"]["catalog"]["queries"])
     tested = {n[len("test_query_"):].replace("_matches_library", "")
               for n in globals() if n.startswith("test_query_")}
@@ -279,10 +284,10 @@ def test_op_page_statuses_come_from_the_resolver(client: Client, cat: Catalog) -
     r = client.get(f"/-/op/{op}?_format=json")
     assert r.status_code == 200
     doc = r.json()
-    want = {h.release.torch_npu: (h.resolution.status, h.resolution.kernel)
-            for h in op_history(cat, op) if h.resolution}
-    assert {x["torch_npu"]: (x["status"], x["kernel"]) for x in doc["releases"]} == want
-    assert doc["matrix_only_releases"]
+    want = [(h.release.torch_npu, h.resolution.status if h.resolution else None,
+             h.resolution.kernel if h.resolution else None) for h in op_history(cat, op)]
+    assert [(x["torch_npu"], x["status"], x["kernel"]) for x in doc["releases"]] == want
+    assert any(x["status"] is None for x in doc["releases"])  # releases without a kernel list
     html = client.get(f"/-/op/{op}").text
     assert 'id="timeline"' in html and "By PyTorch line" in html
 
@@ -295,6 +300,37 @@ def test_op_page_workarounds_sources_and_via(client: Client) -> None:
     # A structured op runs its .out form: the chain links to that op's page.
     html = client.get("/-/op/aten::add.Tensor").text
     assert "/-/op/aten::add.out" in html
+
+
+@pytest.mark.parametrize("op", ["aten::isin.Tensor_Tensor", "aten::add.Tensor",
+                                "aten::_thnn_fused_lstm_cell"])
+def test_op_page_json_is_the_op_command_document(client: Client, served: Path,
+                                                 cli: Callable[..., Any], op: str) -> None:
+    """One op-history document: the page's JSON and `opcheck op --format json` are equal."""
+    page = client.get(f"/-/op/{op}?_format=json").json()
+    r = cli("op", op, "--catalog", str(served), "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output) == page
+    assert page["schema_version"] == 2 and page["known"] is True
+    assert set(page["releases"][0]) == {"torch_npu", "torch", "train", "cann", "kernel_source",
+                                        "status", "kernel", "aclnn", "via", "reason"}
+
+
+@pytest.mark.parametrize(("op", "key"), [
+    ("aten::isin.Tensor_Tensor", "aten::isin.Tensor_Tensor"),  # filed for the op itself
+    ("aten::normal_", "aten::normal_"),
+    ("aten::linalg_lstsq", "aten::linalg_lstsq.out"),  # filed for one of its overloads
+])
+def test_op_page_workarounds_come_from_the_workaround_lookup(client: Client, cat: Catalog,
+                                                             op: str, key: str) -> None:
+    lookup = workaround_lookup(cat)
+    want = sorted({ref.id for rel in cat.releases for ref in lookup(key, rel)})
+    assert want
+    doc = client.get(f"/-/op/{op}?_format=json").json()
+    assert doc["workarounds"] == want
+    html = client.get(f"/-/op/{op}").text
+    assert all(f'id="w-{w}"' in html for w in want)
+    assert html.count('class="workaround"') == len(want)
 
 
 def test_op_page_unknown_op(client: Client) -> None:
@@ -380,7 +416,7 @@ def test_response_cache_serves_repeat_gets_only() -> None:
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": scope["path"].encode()})
 
-    cache = serve.ResponseCache(entries=2, max_bytes=1 << 20)
+    cache = ResponseCache(entries=2, max_bytes=1 << 20, uncached=pages.uncached_paths())
     wrapped = cache.wrap(app)
     sent: list[dict[str, Any]] = []
 
@@ -415,7 +451,7 @@ def test_response_cache_renders_a_page_once_for_concurrent_visitors() -> None:
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": scope["path"].encode()})
 
-    cache = serve.ResponseCache(entries=8, max_bytes=1 << 20)
+    cache = ResponseCache(entries=8, max_bytes=1 << 20)
     wrapped = cache.wrap(app)
 
     async def visit(path: str) -> bytes:
@@ -473,7 +509,7 @@ def test_serve_binds_loopback_by_default() -> None:
 
     from opcheck.cli.commands_serve import serve as command
 
-    assert inspect.signature(serve.serve).parameters["host"].default == "127.0.0.1"
+    assert inspect.signature(server.serve).parameters["host"].default == "127.0.0.1"
     assert inspect.signature(command).parameters["host"].default == "127.0.0.1"
 
 
@@ -546,7 +582,7 @@ def test_workers_share_the_port_and_stop_together(served: Path, cat: Catalog) ->
 
     from opcheck.core.errors import UsageError
 
-    with serve.running_server(served, workers=2) as base:
+    with running_server(served, workers=2) as base:
         pids = _server_processes(served)
         assert len(pids) >= 3  # the supervisor and two workers
         port = int(base.rsplit(":", 1)[1])
@@ -561,9 +597,9 @@ def test_workers_share_the_port_and_stop_together(served: Path, cat: Catalog) ->
             assert json.load(r) == _expected(cat, TARGET)
         # SO_REUSEPORT would let a second server of this user join the port: it is refused.
         with pytest.raises(UsageError, match="already serves"):
-            serve.serve(served, host="127.0.0.1", port=port, workers=2)
+            server.serve(served, host="127.0.0.1", port=port, workers=2)
         with pytest.raises(UsageError, match="cannot listen"):
-            serve.serve(served, host="127.0.0.1", port=port, workers=1)
+            server.serve(served, host="127.0.0.1", port=port, workers=1)
     import time
 
     deadline = time.monotonic() + 10
@@ -580,7 +616,7 @@ def test_serve_command_rejects_bad_worker_counts(served: Path) -> None:
     for bad in ("0", "-1", "65"):
         r = CliRunner().invoke(app, ["serve", "--catalog", str(served), "--workers", bad])
         assert r.exit_code == 2 and "--workers must be 1-64" in r.output, r.output
-    assert 1 <= serve.default_workers() <= 4
+    assert 1 <= server.default_workers() <= 4
 
 
 # --- the op page's timeline -------------------------------------------------------------------
@@ -589,13 +625,13 @@ def test_serve_command_rejects_bad_worker_counts(served: Path) -> None:
 @pytest.mark.parametrize("op", ["aten::repeat_interleave.self_Tensor", "aten::isin.Tensor_Tensor",
                                 "aten::_thnn_fused_lstm_cell", "aten::add.Tensor"])
 def test_timeline_runs_cover_every_release_once(client: Client, served: Path, op: str) -> None:
-    page = serve.op_page(serve.state_for(str(served)), op)
+    page = op_module.op_page(state_for(str(served)), op)
     runs = page.runs
     assert [t for run in runs for t in run.rows] == page.timeline  # in order, none lost
     for a, b in itertools.pairwise(runs):
-        assert serve._run_key(a.rows[-1]) != serve._run_key(b.head)  # runs are maximal
+        assert op_module.run_key(a.rows[-1]) != op_module.run_key(b.head)  # runs are maximal
     for run in runs:
-        assert len({serve._run_key(t) for t in run.rows}) == 1
+        assert len({op_module.run_key(t) for t in run.rows}) == 1
         assert len({t.release.torch_minor for t in run.rows}) == 1
     html = client.get(f"/-/op/{op}").text
     body = html.split('id="timeline"', 1)[1].split("</table>", 1)[0]
@@ -612,7 +648,7 @@ def test_served_connections_turn_nagle_off() -> None:
     import socket
 
     async def main() -> int:
-        sock = serve._listening_socket("127.0.0.1", 0, reuse_port=False)
+        sock = server._listening_socket("127.0.0.1", 0, reuse_port=False)
         seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
         async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -620,23 +656,93 @@ def test_served_connections_turn_nagle_off() -> None:
             seen.set_result(peer.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
             writer.close()
 
-        server = await asyncio.start_server(on_connect, sock=sock)
+        listener = await asyncio.start_server(on_connect, sock=sock)
         port = sock.getsockname()[1]
         _, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
             return await asyncio.wait_for(seen, 5)
         finally:
             writer.close()
-            server.close()
+            listener.close()
 
     assert asyncio.run(main()) != 0
 
 
 def test_runaway_sql_is_stopped_by_the_time_limit(client: Client) -> None:
-    """SQL runs on the worker's event loop (no thread pool), so a runaway query must be cut
-    off by the configured limit, and the worker must serve the next request normally."""
+    """A runaway visitor query is cut off by the configured limit on the SQL pool's thread,
+    and the worker serves the next request normally."""
     sql = "with recursive r(i) as (select 1 union all select i + 1 from r) select count(*) from r"
     r = client.get("/catalog.json?" + urlencode({"sql": sql}))
     assert r.status_code == 400
     assert "interrupted" in r.text.lower() or "time limit" in r.text.lower(), r.text[:300]
     assert client.get("/catalog/release.json?_size=1").status_code == 200
+
+
+# --- statuses and the page registry -----------------------------------------------------------
+
+
+def test_every_status_is_explained_and_styled(client: Client) -> None:
+    """Statuses come from the vocabulary: a new one appears on the home page and gets a badge
+    rule without an edit in web/."""
+    from opcheck.core.vocab import Status
+
+    home = client.get("/").text
+    op_page = client.get("/-/op/aten::add.Tensor").text
+    check_page = client.get("/-/check").text
+    for s in Status:
+        assert f"<code>{s.value}</code>: {s.label}" in home.replace("&#39;", "'"), s
+        assert f".st-{s.value} {{ background:" in op_page, s
+        assert f".st-{s.value} {{ background:" in check_page, s
+    # The explanation and the badge rules are not written out by hand anywhere in web/.
+    described = (DATASETTE_DIR / "metadata.yaml").read_text()
+    styles = "".join(p.read_text() for p in (DATASETTE_DIR / "templates").glob("*.html"))
+    assert "{statuses}" in described
+    for s in Status:
+        assert f"<code>{s.value}</code>" not in described
+        assert f".st-{s.value}" not in styles
+
+
+def test_pages_come_from_the_registry(client: Client) -> None:
+    for page in pages.PAGES:
+        assert (DATASETTE_DIR / "templates" / page.template).is_file()
+        assert page.view_name in pages.view_names()
+    assert pages.uncached_paths() == ("/-/check",)
+    assert pages.csrf_exempt("/-/check") and not pages.csrf_exempt("/-/op/aten::add.Tensor")
+    routes = {r for r, _ in pages.routes()}
+    assert routes == {p.route for p in pages.PAGES}
+
+
+def test_a_new_page_is_one_registration(served: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page added to the registry is routed, gets the shared template variables, is kept
+    by the page cache unless it says not to, and may take POSTs without a token."""
+    from datasette.utils.asgi import Response
+
+    from opcheck.web.pages.base import Page
+
+    renders: list[str] = []
+
+    async def hello(datasette: Any, request: Any) -> Any:
+        renders.append(request.path)
+        template = datasette.jinja_env.from_string(
+            "{% include '_opcheck_style.html' %}<p>{{ op_url('aten::relu') }}</p>")
+        html = await datasette.render_template(template, {}, request=request,
+                                               view_name="opcheck-hello")
+        return Response.html(html)
+
+    for cached in (True, False):
+        renders.clear()
+        page = Page("opcheck-hello", r"^/-/hello$", "/-/hello", "opcheck_op.html", hello,
+                    cached=cached, csrf_exempt=True)
+        monkeypatch.setattr(pages, "PAGES", (*pages.PAGES, page))
+        c = Client(make_datasette(served))
+        try:
+            for _ in range(2):
+                r = c.get("/-/hello")
+                assert r.status_code == 200
+                assert "/-/op/aten::relu" in r.text and ".st-npu" in r.text
+            assert renders == (["/-/hello"] if cached else ["/-/hello"] * 2)
+            # A visitor with a cookie and no CSRF token: refused unless the page is exempt.
+            r = c.post("/-/hello", data={"x": "1"}, cookies={"ds_csrftoken": "x"})
+            assert r.status_code == 200, r.text[:300]
+        finally:
+            c.loop.close()

@@ -1,24 +1,34 @@
-"""Datasette plugin: the op page (/-/op/<op>), the op-list page (/-/check) and op links.
+"""Datasette plugin: the site's own pages (``opcheck.web.pages``), the page cache and op links.
 
-Thin glue: opcheck.web.serve gathers the facts (through the resolver and the checker) and the
-templates lay them out.
+Thin glue: every hook is derived from the page registry; the pages gather the facts (through
+the resolver and the checker) and the templates lay them out.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
-from urllib.parse import quote
 
 from datasette import hookimpl as _hookimpl
-from datasette.utils import tilde_encode
-from datasette.utils.asgi import Request, Response
+from datasette.plugins import pm
+from datasette.utils import add_cors_headers
+from datasette.utils.asgi import Base400, Response
+from datasette.views.base import DatasetteError
 from markupsafe import Markup, escape
 
-from opcheck.core.errors import OpcheckError
-from opcheck.web import serve
+from opcheck.web import pages
+from opcheck.web.app import DB_NAME as DB
+from opcheck.web.cache import ResponseCache
+from opcheck.web.guard import FAULTS, Guard
 
-DB = serve.DB_NAME
+# Datasette's own exception handler prints every exception, a 404 included, with rich's
+# traceback and local variables (0.2-0.4 s of CPU and ~30 kB of log each): a scanner's 404s
+# would cost the server more than its visitors. ``handle_exception`` below replaces it.
+if not pm.is_blocked("datasette.handle_exception"):
+    pm.set_blocked("datasette.handle_exception")
+from opcheck.web.pages.base import op_url, serve_state, template_helpers
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -27,82 +37,14 @@ def hookimpl(fn: F) -> F:
     return cast(F, _hookimpl(fn))
 
 
-def _state(datasette: Any) -> serve.ServeState | None:
-    db = datasette.databases.get(DB)
-    if db is None or db.path is None:
-        return None
-    return serve.state_for(str(db.path))
-
-
-def _op_url(datasette: Any, op: str) -> str:
-    return str(datasette.urls.path("/-/op/" + quote(op, safe=":")))
-
-
-async def op_view(datasette: Any, request: Request) -> Response:
-    state = _state(datasette)
-    if state is None:
-        return Response.text("no catalog database", status=404)
-    page = serve.op_page(state, request.url_vars["op"])
-    if request.args.get("_format") == "json":
-        return Response.json(page.to_json(), status=200 if page.known else 404)
-    html = await datasette.render_template(
-        "opcheck_op.html", {"page": page},
-        request=request, view_name="opcheck-op",
-    )
-    return Response.html(html, status=200 if page.known else 404)
-
-
-async def check_view(datasette: Any, request: Request) -> Response:
-    state = _state(datasette)
-    if state is None:
-        return Response.text("no catalog database", status=404)
-    releases = state.usable_releases
-    report = None
-    markdown = ""
-    error = ""
-    fields: dict[str, str] = {"release": releases[0].torch_npu if releases else ""}
-    if request.method == "POST":
-        from opcheck.checker.report import to_markdown
-
-        ctype = request.headers.get("content-type", "")
-        try:
-            body = await request.post_body()
-            if ctype.split(";")[0].strip() == "application/json":
-                # API use: the body is the op list itself, the release a query parameter.
-                sub = serve.Submission(body.decode("utf-8", "replace"),
-                                       request.args.get("release", ""))
-                rep = serve.run_check(state, sub)
-                return Response.json(rep.to_json())
-            fields.update(serve.parse_form(ctype, body))
-            sub = serve.submission_from_fields(fields)
-            report = serve.run_check(state, sub)
-            markdown = to_markdown(report)
-        except OpcheckError as exc:
-            if ctype.startswith("application/json"):
-                return Response.json({"error": str(exc)}, status=400)
-            error = str(exc)
-    html = await datasette.render_template(
-        "opcheck_check.html",
-        {"releases": releases, "report": report, "markdown": markdown, "error": error,
-         "fields": fields, "products": state.products},
-        request=request, view_name="opcheck-check",
-    )
-    return Response.html(html, status=400 if error else 200)
-
-
 @hookimpl
 def register_routes() -> list[tuple[str, Any]]:
-    return [
-        (r"^/-/op/(?P<op>[^/]+)$", op_view),
-        (r"^/-/check$", check_view),
-    ]
+    return pages.routes()
 
 
 @hookimpl
 def skip_csrf(scope: dict[str, Any]) -> bool | None:
-    # The op-list page changes nothing on the server, so a forged POST can do no harm; the
-    # token would also stop scripts that POST op lists as JSON.
-    return True if scope.get("path") == "/-/check" else None
+    return True if pages.csrf_exempt(scope.get("path", "")) else None
 
 
 @hookimpl
@@ -114,38 +56,80 @@ def render_cell(value: Any, column: str, table: str | None, database: str,
         return None
     if table not in (None, "workaround_op", "deprecation"):
         return None
-    return Markup(f'<a href="{escape(_op_url(datasette, value))}">{escape(value)}</a>')
+    return Markup(f'<a href="{escape(op_url(datasette, value))}">{escape(value)}</a>')
 
 
 @hookimpl
 def startup(datasette: Any) -> Any:
     async def warm() -> None:
-        # Resolving an op on every release reads every release's kernel list once; doing it
-        # at startup keeps the first visitor's op page fast.
-        state = _state(datasette)
-        if state is not None and state.catalog.operators:
-            serve.op_page(state, next(iter(state.catalog.operators)))
+        state = serve_state(datasette)
+        if state is None:
+            return
+        for page in pages.PAGES:
+            if page.warm is not None:
+                page.warm(state)
+        # The catalog's objects (~150 MB of them) live as long as the server: kept out of
+        # the garbage collector's full passes, which otherwise walk them all and stop
+        # every request for ~0.1 s whenever a large op list or page allocates a lot.
+        gc.collect()
+        gc.freeze()
 
     return warm
 
 
 @hookimpl
 def extra_template_vars(view_name: str, datasette: Any) -> dict[str, Any]:
-    if view_name not in ("opcheck-op", "opcheck-check"):
+    if view_name not in pages.view_names():
         return {}
-    return {
-        "status_class": lambda s: f"st-{s}",
-        "op_url": lambda o: _op_url(datasette, o),
-        "row_url": lambda t, pk: datasette.urls.row(DB, t, tilde_encode(str(pk))),
-        "db": DB,
-    }
+    return template_helpers(datasette)
+
+
+@hookimpl
+def handle_exception(datasette: Any, request: Any, exception: Exception) -> Any:
+    """The error page, as Datasette's default handler makes it; only real server faults (500)
+    reach the log, with a traceback, rate-limited. A 404 or a rejected query is the visitor's
+    mistake: its access-log line is all the log gets."""
+
+    async def inner() -> Any:
+        title = None
+        info: dict[str, Any] = {}
+        if isinstance(exception, Base400):
+            status, message = exception.status, exception.args[0] if exception.args else ""
+        elif isinstance(exception, DatasetteError):
+            status, info, message = exception.status, exception.error_dict, exception.message
+            if exception.message_is_html:
+                message = Markup(message)
+            title = exception.title
+        else:
+            status, message = 500, str(exception)
+        if status >= 500:
+            FAULTS.report(exception, request.path)
+        info.update({"ok": False, "error": message, "status": status, "title": title})
+        headers: dict[str, str] = {}
+        if datasette.cors:
+            add_cors_headers(headers)
+        if request.path.split("?")[0].endswith(".json"):
+            return Response.json(info, status=status, headers=headers)
+        template = datasette.jinja_env.select_template([f"{status}.html", "error.html"])
+        return Response.html(
+            await template.render_async(dict(info, urls=datasette.urls,
+                                             app_css_hash=datasette.app_css_hash(),
+                                             menu_links=lambda: [])),
+            status=status, headers=headers)
+
+    return inner
 
 
 @hookimpl
 def asgi_wrapper(datasette: Any) -> Callable[[Any], Any]:
     # The catalog is immutable, so a GET page is the same for every anonymous visitor until
     # the server restarts (which is how a new catalog gets served): popular pages are kept.
+    # The guard (access log, body caps, SQL rationing) sits outside the cache so that cache
+    # hits are logged too.
     config = datasette.plugin_config("opcheck") or {}
-    cache = serve.ResponseCache(int(config.get("cache_entries", 512)),
-                                int(config.get("cache_bytes", 64 * 1024 * 1024)))
-    return cache.wrap
+    cache = ResponseCache(int(config.get("cache_entries", 512)),
+                          int(config.get("cache_bytes", 64 * 1024 * 1024)),
+                          uncached=pages.uncached_paths())
+    guard = Guard(pages.body_limit, sql_per_client=int(config.get("sql_per_client", 2)),
+                  sql_in_flight=int(config.get("sql_in_flight", 8)))
+    return lambda app: guard.wrap(cache.wrap(app))

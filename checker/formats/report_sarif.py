@@ -1,0 +1,80 @@
+"""``--format sarif``: SARIF 2.1.0, one result per problem op, for code-scanning dashboards."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+from opcheck import __version__
+from opcheck.checker.formats.text import target_line
+from opcheck.core.vocab import Status
+
+if TYPE_CHECKING:
+    from opcheck.checker.check import Finding, Report
+    from opcheck.checker.formats.base import RenderContext
+
+_LOC = re.compile(r"^(?P<file>.+?):(?P<line>\d+)$")
+RESTRICTED = "restricted"
+# Rule texts in the order dashboards list them; a problem status without one here gets a rule
+# from its label.
+_RULES = {
+    Status.UNSUPPORTED: "Op has no NPU kernel and cannot run on this release",
+    Status.CPU_FALLBACK: "Op falls back to the CPU (host-device copies on every call)",
+    Status.UNKNOWN: "Op is not in the catalog",
+}
+
+
+def rules() -> dict[str, str]:
+    out = {str(s): text for s, text in _RULES.items()}
+    out.update({str(s): f"Op status: {s.label}" for s in Status if s.is_problem and s not in _RULES})
+    out[RESTRICTED] = "A dtype seen in the trace is outside the op's documented restriction"
+    return out
+
+
+def _level(f: Finding) -> str:
+    return "error" if f.status is Status.UNSUPPORTED else "warning"
+
+
+def _locations(f: Finding) -> list[dict[str, Any]]:
+    locs = []
+    for loc in f.locations:
+        m = _LOC.match(loc)
+        if m:
+            locs.append({"physicalLocation": {
+                "artifactLocation": {"uri": m["file"]},
+                "region": {"startLine": int(m["line"])},
+            }})
+    return locs
+
+
+def to_sarif(report: Report) -> str:
+    results = []
+    for f in report.problems:
+        rule = str(f.status) if f.status.is_problem else RESTRICTED
+        msg = f"{f.op}: {f.status}" + (" (restricted)" if f.restricted else "")
+        msg += f", {f.count} call(s) on {target_line(report)}. {f.reason}"
+        if f.workarounds:
+            msg += " Workarounds: " + ", ".join(w.id for w in f.workarounds) + "."
+        result: dict[str, Any] = {"ruleId": rule, "level": _level(f), "message": {"text": msg},
+                                  "properties": {"op": f.op, "count": f.count}}
+        locs = _locations(f)
+        if locs:
+            result["locations"] = locs
+        results.append(result)
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "opcheck", "version": __version__,
+                "rules": [{"id": k, "shortDescription": {"text": v}} for k, v in rules().items()],
+            }},
+            "results": results,
+        }],
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def render(report: Report, ctx: RenderContext) -> str:
+    return to_sarif(report)

@@ -1,0 +1,120 @@
+"""Which level of a two-level op list the NPU receives on one torch_npu release.
+
+A runtime trace (OpList schema 2) records every CompositeImplicitAutograd (CIA) op the tracer
+watched together with its decomposition (see ``opcheck.core.oplist``). The dispatcher sends a CIA
+op to the backend itself when the backend registers a kernel for it, and decomposes it above
+the backend otherwise. So, per release: for each top-level record, the outermost op torch_npu
+registers a kernel for is received (whatever the registration does: an NPU kernel, or in 1.11
+releases a CPU kernel or an "unsupported" error, which the resolver then reports); a CIA op without one is replaced by its children, which are
+resolved the same way (recursively). Ops that are not CIA are received as recorded.
+
+Pure: no I/O, no torch. Schema 1 lists and static listings (no ``composite`` records) come out
+unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from opcheck.checker.resolve import Resolver
+from opcheck.core.oplist import OpList, OpUse
+
+MAX_NAMED = 6  # ops named in one note before "and N more"
+
+
+@dataclass
+class Received:
+    """What the NPU receives on one release."""
+
+    release: str
+    # merged by op name, sorted. ``parent``/``via`` name the CIA ops (outermost first) whose
+    # decomposition produced the op on this release; empty when the model calls it directly
+    # (at least once). CIA ops received whole keep ``composite=True`` and their ``children``.
+    ops: list[OpUse] = field(default_factory=list)
+    # CIA op -> the ops it runs as on this release (it has no kernel there), outermost only
+    decomposed: dict[str, list[str]] = field(default_factory=dict)
+    whole: list[str] = field(default_factory=list)  # CIA ops received whole (kernel there)
+    notes: list[str] = field(default_factory=list)
+
+    def by_op(self) -> dict[str, OpUse]:
+        return {u.op: u for u in self.ops}
+
+
+def has_kernel(resolver: Resolver, op: str) -> bool:
+    """torch_npu registers ``op`` on the resolver's release, so the dispatcher hands the op
+    itself to the backend. From torch_npu 2.0 on every such CIA registration is an NPU kernel
+    (resolver status ``npu``); 1.11 releases also register some to run on the CPU or raise."""
+    return op in resolver.kernels
+
+
+def received(oplist: OpList, resolver: Resolver) -> Received:
+    """The op list the NPU receives on ``resolver``'s release (see the module docstring)."""
+    release = resolver.release.torch_npu
+    children: dict[tuple[str, ...], list[OpUse]] = {}
+    for use in oplist.ops:
+        children.setdefault(tuple(use.via), []).append(use)
+
+    out: dict[str, OpUse] = {}
+    decomposed: dict[str, list[str]] = {}
+    whole: list[str] = []
+    empty: list[str] = []
+
+    def emit(use: OpUse, chain: tuple[str, ...]) -> None:
+        got = out.get(use.op)
+        if got is None:
+            got = out[use.op] = use.copy()
+            got.via, got.parent = list(chain), chain[-1] if chain else ""
+            got.count = 0
+            got.dtypes, got.shapes, got.modules, got.locations = [], [], [], []
+            got.signatures = []
+            if not got.composite:
+                got.children = []
+        elif not chain:  # called directly somewhere: not only a decomposition's op
+            got.via, got.parent = [], ""
+        got.merge(use)
+
+    def walk(use: OpUse, chain: tuple[str, ...]) -> list[str]:
+        """Emit ``use`` or its decomposition; return the op names emitted."""
+        if not use.composite or has_kernel(resolver, use.op):
+            if use.composite and use.op not in whole:
+                whole.append(use.op)
+            emit(use, chain)
+            return [use.op]
+        inner = (*chain, use.op)
+        names: list[str] = []
+        for child in children.get((*use.via, use.op), []):
+            for name in walk(child, inner):
+                if name not in names:
+                    names.append(name)
+        if not names and use.op not in empty:
+            empty.append(use.op)
+        return names
+
+    for top in children.get((), []):
+        names = walk(top, ())
+        if top.composite and not has_kernel(resolver, top.op):
+            mine = decomposed.setdefault(top.op, [])
+            mine.extend(n for n in names if n not in mine)
+
+    notes = []
+    for op, names in sorted(decomposed.items()):
+        if not names:
+            continue
+        shown = ", ".join(names[:MAX_NAMED])
+        more = f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else ""
+        notes.append(
+            f"{op} has no NPU kernel in torch_npu {release}: the NPU receives its "
+            f"decomposition ({shown}{more})"
+        )
+    for op in empty:
+        notes.append(
+            f"{op} has no NPU kernel in torch_npu {release}; its decomposition sends no op to "
+            "the device"
+        )
+    return Received(
+        release=release,
+        ops=sorted(out.values(), key=lambda u: u.op),
+        decomposed=decomposed,
+        whole=sorted(whole),
+        notes=notes,
+    )

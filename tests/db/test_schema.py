@@ -1,0 +1,125 @@
+"""The table spec: one description of the catalog gives the DDL, the rows and the snapshot."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from catalog_fixture import small_catalog
+from testpaths import ROOT
+
+from opcheck.db.build import write_catalog
+from opcheck.db.catalog import Catalog, ReleaseInfo
+from opcheck.db.data import (
+    AclnnCodeRec,
+    ApiFacts,
+    ApiOpRec,
+    ApiSupportRec,
+    CatalogData,
+    KernelFacts,
+    WorkaroundRec,
+    ZooRec,
+)
+from opcheck.db.engine import Contributions, make_engine, open_catalog, resolve_catalog_path
+from opcheck.db.schema import FILES, TABLES
+from opcheck.db.snapshot import read_snapshot, write_snapshot
+
+SNAPSHOT = ROOT / "data" / "snapshot"
+
+
+def test_bundled_snapshot_round_trip_is_byte_identical(tmp_path: Path) -> None:
+    write_snapshot(read_snapshot(SNAPSHOT), tmp_path)
+    names = sorted(p.name for p in SNAPSHOT.glob("*.tsv"))
+    assert "zoo.tsv" in names
+    assert sorted(p.name for p in tmp_path.glob("*.tsv")) == names
+    changed = [n for n in names if (tmp_path / n).read_bytes() != (SNAPSHOT / n).read_bytes()]
+    assert changed == []
+
+
+def test_built_tables_have_the_spec_columns(small_catalog_path: Path) -> None:
+    conn = sqlite3.connect(small_catalog_path)
+    for t in TABLES:
+        built = [r[1] for r in conn.execute(f"PRAGMA table_info({t.name})")]
+        spec = [c.name for c in t.columns]
+        surrogate = [] if t.key in spec else [t.key]
+        assert built == surrogate + spec, t.name
+
+
+def test_every_fact_list_is_stored() -> None:
+    """A record list added to CatalogData without a table (or snapshot file) would be dropped."""
+    def rows(data: CatalogData) -> int:
+        return sum(len(list(t.records(data))) for t in TABLES)
+
+    empty = rows(CatalogData())  # the meta table always has the schema version
+    stored = {name for name in (f.name for f in fields(CatalogData)) if rows(_only(name)) > empty}
+    assert stored == {f.name for f in fields(CatalogData)}
+    assert {f.attr for f in FILES} <= stored
+
+
+def _only(name: str) -> CatalogData:
+    """The small catalog with every fact list but ``name`` emptied."""
+    full = small_catalog()
+    full.workarounds = [WorkaroundRec("w", "a workaround", "rewrite", ops=("aten::relu",))]
+    full.meta = {"built_by": "test"}
+    full.api_support = [ApiSupportRec(ApiFacts("torch.isin", supported=True))]
+    full.api_ops = [ApiOpRec("torch.isin", "aten::isin.Tensor_Tensor")]
+    full.zoo = [ZooRec("resnet18", "2.1.0.post17", "YES")]
+    full.aclnn_codes = [AclnnCodeRec("aclnnIsin", "161002", "ACLNN_ERR_PARAM_INVALID")]
+    data = CatalogData()
+    setattr(data, name, getattr(full, name))
+    return data
+
+
+def test_read_models_are_columns_of_their_tables() -> None:
+    columns = {t.name: {c.name for c in t.columns} for t in TABLES}
+    assert {f.name for f in fields(ReleaseInfo)} <= columns["release"]
+    assert {f.name for f in fields(KernelFacts)} <= columns["npukernel"]
+
+
+def test_catalog_reads_back_what_was_built(small_catalog_path: Path) -> None:
+    data = small_catalog()
+    cat = Catalog.load(make_engine(small_catalog_path))
+    assert [r.torch_npu for r in cat.releases] == [
+        r.torch_npu for r in sorted(data.releases, key=lambda r: r.sort_key)]
+    rel = data.releases[-1]
+    got = cat.release(rel.torch_npu)
+    assert (got.has_cpu_fallback, got.kernel_source, got.sort_key) == (
+        rel.has_cpu_fallback, rel.kernel_source, rel.sort_key)
+    assert isinstance(got.has_cpu_fallback, bool)
+    want = {k.op: k.facts for k in data.kernels if k.release == rel.torch_npu}
+    assert cat.kernels(rel.torch_npu) == want
+
+
+def _add_workaround(data: CatalogData) -> None:
+    data.workarounds = [WorkaroundRec("from-caller", "added by the caller", "rewrite",
+                                      ops=("aten::relu",))]
+
+
+def test_first_use_build_takes_the_callers_contributions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPCHECK_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("OPCHECK_CATALOG", raising=False)
+    extra = Contributions(digest=lambda: "one", attach=_add_workaround)
+    path = resolve_catalog_path(contributions=extra)
+    assert path.parent == tmp_path and path.is_file()
+    with open_catalog(contributions=extra).connect() as conn:
+        rows = conn.exec_driver_sql("SELECT workaround_id, op FROM workaround_op").all()
+    assert rows == [("from-caller", "aten::relu")]
+    # Other contributions (or none) key another file: never a stale catalog.
+    other = resolve_catalog_path(contributions=Contributions(lambda: "two", _add_workaround))
+    assert other != path
+    plain = resolve_catalog_path()
+    assert plain not in (path, other)
+    with sqlite3.connect(plain) as conn:
+        assert conn.execute("SELECT count(*) FROM workaround").fetchone() == (0,)
+
+
+def test_an_explicit_catalog_needs_no_contributions(tmp_path: Path) -> None:
+    def fail() -> str:
+        raise AssertionError("digest computed for an explicit catalog")
+
+    path = write_catalog(small_catalog(), tmp_path / "c.sqlite")
+    assert resolve_catalog_path(path, contributions=Contributions(fail, _add_workaround)) == path

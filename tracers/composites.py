@@ -1,0 +1,44 @@
+"""Which CompositeImplicitAutograd ops the runtime tracer records at both levels.
+
+Computed in the parent process from the catalog (the sandboxed worker never opens it): every
+CIA op that torch_npu registers a kernel for in at least one release. For those ops the level
+the NPU receives depends on the release, so the trace keeps the op and its decomposition.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from opcheck.core.errors import CatalogError
+
+if TYPE_CHECKING:
+    from opcheck.db.catalog import Catalog
+
+COMPOSITE_IMPLICIT = "CompositeImplicitAutograd"
+
+
+def composites_with_kernels(catalog: Catalog) -> list[str]:
+    """The CIA ops of ``catalog`` that torch_npu registers a kernel for in some release
+    (whatever the registration does: a CIA op registered as "tocpu" or "unsupported" in 1.11
+    releases also reaches the backend whole)."""
+    registered = catalog.registered_ops()
+    return sorted(
+        op
+        for op, info in catalog.operators.items()
+        if info.kernel_kind == COMPOSITE_IMPLICIT and op in registered
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def watched_composites(catalog_path: Path | None = None) -> tuple[str, ...]:
+    """:func:`composites_with_kernels` of the given (default: bundled) catalog; empty when no
+    catalog can be opened (the trace then records the decomposed level only)."""
+    from opcheck.db.catalog import Catalog
+    from opcheck.db.engine import open_catalog
+
+    try:
+        return tuple(composites_with_kernels(Catalog.load(open_catalog(catalog_path))))
+    except CatalogError:
+        return ()

@@ -1,0 +1,252 @@
+"""What stands between the internet and Datasette (ASGI middleware): one access-log line per
+request, request bodies read against a size cap, and arbitrary SQL rationed per client.
+
+A shared catalog server meets scanners, oversized uploads and slow queries; none of them may
+cost a well-behaved visitor more than a few milliseconds, nor the log more than one line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any
+from urllib.parse import parse_qsl
+
+ACCESS = logging.getLogger("opcheck.web.access")
+ERRORS = logging.getLogger("opcheck.web.error")
+
+# Set while a request that runs visitor-written SQL is handled: the catalog database runs its
+# queries on the SQL pool instead of the event loop (opcheck.web.sqlpool).
+ARBITRARY_SQL: ContextVar[bool] = ContextVar("opcheck_arbitrary_sql", default=False)
+
+# Query parameters whose value is SQL written by the visitor (``_where`` is a WHERE clause).
+SQL_PARAMS = frozenset({"sql", "_where"})
+LOGGED_PATH_CHARS = 300  # a scanner's 8 kB URL must not make an 8 kB log line
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+App = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
+
+
+class FaultLog:
+    """Tracebacks of real server faults, at most ``per_minute`` a minute: a fault that every
+    request triggers must not turn the log into the attack's amplifier. The next traceback
+    logged says how many were left out."""
+
+    def __init__(self, per_minute: int = 10) -> None:
+        self.per_minute = per_minute
+        self.window_start = 0.0
+        self.in_window = 0
+        self.suppressed = 0
+
+    def report(self, exc: BaseException, where: str) -> None:
+        now = time.monotonic()
+        if now - self.window_start >= 60:
+            self.window_start, self.in_window = now, 0
+        if self.in_window >= self.per_minute:
+            self.suppressed += 1
+            return
+        self.in_window += 1
+        line = {"time": now_utc(), "fault": type(exc).__name__, "path": where[:LOGGED_PATH_CHARS],
+                "untraced_since_last": self.suppressed}
+        self.suppressed = 0
+        ERRORS.error(json.dumps(line, ensure_ascii=False), exc_info=exc)
+
+
+FAULTS = FaultLog()
+
+
+def now_utc() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def header(scope: dict[str, Any], name: bytes) -> bytes | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return bytes(value)
+    return None
+
+
+def runs_arbitrary_sql(scope: dict[str, Any]) -> bool:
+    query = scope.get("query_string", b"")
+    if not query:
+        return False
+    return any(k in SQL_PARAMS for k, _ in parse_qsl(query.decode("latin-1"),
+                                                   keep_blank_values=True))
+
+
+def client_of(scope: dict[str, Any]) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "-"
+
+
+async def plain(send: Send, status: int, text: str, *, close: bool = False) -> None:
+    body = (text + "\n").encode()
+    headers = [(b"content-type", b"text/plain; charset=utf-8"),
+               (b"content-length", str(len(body)).encode())]
+    if close:
+        # The rest of an oversized upload is never read: the connection cannot be reused.
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class Ration:
+    """At most ``per_client`` requests of one kind in flight per client address and
+    ``in_flight`` in all (per worker process): the rest are refused at once, which costs
+    nothing, instead of queueing work that would delay every other visitor."""
+
+    def __init__(self, what: str, per_client: int, in_flight: int) -> None:
+        self.what = what
+        self.per_client = per_client
+        self.in_flight = in_flight
+        self.by_client: dict[str, int] = {}
+
+    def enter(self, client: str) -> tuple[int, str] | None:
+        """None: admitted (call ``leave`` when done); else the (status, message) to send."""
+        if self.by_client.get(client, 0) >= self.per_client:
+            return 429, (f"at most {self.per_client} {self.what} at a time per client: "
+                         "wait for one to finish")
+        if sum(self.by_client.values()) >= self.in_flight:
+            return 503, f"too many {self.what} in progress: try again shortly"
+        self.by_client[client] = self.by_client.get(client, 0) + 1
+        return None
+
+    def leave(self, client: str) -> None:
+        left = self.by_client.get(client, 0) - 1
+        if left > 0:
+            self.by_client[client] = left
+        else:
+            self.by_client.pop(client, None)
+
+
+class Guard:
+    """The middleware. ``body_limit(path)`` is the largest request body a path accepts;
+    ``sql_per_client`` and ``sql_in_flight`` ration visitor-written SQL requests (a query
+    holds a pool thread for up to the time limit)."""
+
+    def __init__(self, body_limit: Callable[[str], int], *, sql_per_client: int = 2,
+                 sql_in_flight: int = 8) -> None:
+        self.body_limit = body_limit
+        self.sql = Ration("SQL queries", sql_per_client, sql_in_flight)
+
+    def wrap(self, app: App) -> App:
+        async def guarded(scope: dict[str, Any], receive: Receive, send: Send) -> None:
+            if scope.get("type") != "http":
+                await app(scope, receive, send)
+                return
+            start = time.perf_counter()
+            sent = {"status": 0, "bytes": 0}
+
+            async def counting(message: dict[str, Any]) -> None:
+                if message["type"] == "http.response.start":
+                    sent["status"] = int(message["status"])
+                elif message["type"] == "http.response.body":
+                    sent["bytes"] += len(message.get("body", b""))
+                await send(message)
+
+            try:
+                await self._handle(app, scope, receive, counting)
+            finally:
+                access_line(scope, sent["status"], sent["bytes"], time.perf_counter() - start)
+
+        return guarded
+
+    async def _handle(self, app: App, scope: dict[str, Any], receive: Receive,
+                      send: Send) -> None:
+        limit = self.body_limit(scope.get("path", ""))
+        declared = header(scope, b"content-length")
+        if declared is not None:
+            try:
+                length = int(declared)
+            except ValueError:
+                await plain(send, 400, "bad Content-Length", close=True)
+                return
+            if length > limit:
+                await plain(send, 413, too_large(limit), close=True)
+                return
+        if (declared is not None and declared != b"0") or header(scope, b"transfer-encoding"):
+            body = await read_body(receive, limit)
+            if body is None:
+                await plain(send, 413, too_large(limit), close=True)
+                return
+            receive = replay(body, receive)
+        if not runs_arbitrary_sql(scope):
+            await app(scope, receive, send)
+            return
+        client = client_of(scope)
+        refused = self.sql.enter(client)
+        if refused is not None:
+            await plain(send, *refused)
+            return
+        token = ARBITRARY_SQL.set(True)
+        try:
+            await app(scope, receive, send)
+        finally:
+            ARBITRARY_SQL.reset(token)
+            self.sql.leave(client)
+
+
+def too_large(limit: int) -> str:
+    size = f"{limit // (1024 * 1024)} MB" if limit >= 1024 * 1024 else f"{limit // 1024} kB"
+    return f"request body larger than {size}: this page accepts no more"
+
+
+async def read_body(receive: Receive, limit: int) -> list[dict[str, Any]] | None:
+    """The request's messages, read until the body ends; None as soon as it passes ``limit``
+    (the rest is never read, so memory stays at most ``limit`` whatever the client sends)."""
+    messages: list[dict[str, Any]] = []
+    total = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return messages  # the client went away: the app sees the disconnect
+        total += len(message.get("body", b""))
+        if total > limit:
+            return None
+        if not message.get("more_body", False):
+            return messages
+
+
+def replay(messages: list[dict[str, Any]], receive: Receive) -> Receive:
+    pending = list(messages)
+
+    async def replayed() -> dict[str, Any]:
+        return pending.pop(0) if pending else await receive()
+
+    return replayed
+
+
+def access_line(scope: dict[str, Any], status: int, size: int, seconds: float) -> None:
+    if not ACCESS.isEnabledFor(logging.INFO):
+        return
+    path = scope.get("path", "")
+    query = scope.get("query_string", b"").decode("latin-1")
+    if query:
+        path += "?" + query
+    ACCESS.info(json.dumps({
+        "time": now_utc(),
+        "client": client_of(scope), "method": scope.get("method", ""),
+        "path": path[:LOGGED_PATH_CHARS], "status": status, "bytes": size,
+        "ms": round(seconds * 1000, 1),
+    }, ensure_ascii=False))
+
+
+def configure_logging() -> None:
+    """Access lines and fault reports on stderr, one line each (tracebacks aside), for a
+    serving process; idempotent."""
+    import sys
+
+    root = logging.getLogger("opcheck.web")
+    if any(getattr(h, "opcheck_web", False) for h in root.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.opcheck_web = True  # type: ignore[attr-defined]
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    root.propagate = False

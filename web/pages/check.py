@@ -1,0 +1,234 @@
+"""The op-list page (/-/check): an op list pasted, uploaded or POSTed as JSON, checked exactly
+as ``opcheck check`` checks it."""
+
+from __future__ import annotations
+
+import asyncio
+import email.parser
+import email.policy
+import functools
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from json.scanner import py_make_scanner  # type: ignore[attr-defined]
+from typing import Any
+from urllib.parse import parse_qs
+
+from opcheck.checker.check import Report, check
+from opcheck.core.errors import OpcheckError, UsageError
+from opcheck.web.guard import Ration, client_of
+from opcheck.web.pages.base import Page, serve_state, template_helpers
+from opcheck.web.state import ServeState
+
+VIEW_NAME = "opcheck-check"
+TEMPLATE = "opcheck_check.html"
+REPORT_TEMPLATE = "_opcheck_report.html"
+PATH = "/-/check"
+MAX_UPLOAD = 5 * 1024 * 1024  # an op list of a large model is ~100 kB; anything bigger is not one
+# Distinct ops (and call paths) of one op list: a large model has a few hundred, the ATen
+# universe ~3,700. The report page lists each on the event loop, so a list of 40,000 made-up
+# names is refused rather than rendered.
+MAX_OPS = 5000
+
+
+@dataclass(frozen=True)
+class Submission:
+    text: str  # the op list JSON, pasted or uploaded
+    release: str
+    cpu_fallback: bool = True
+    hardware: str = ""  # product name or part of it; "" = limits that hold on every product
+
+
+def parse_form(content_type: str, body: bytes) -> dict[str, str]:
+    """Form fields of a POST: urlencoded or multipart (an uploaded file is read as text)."""
+    if len(body) > MAX_UPLOAD:
+        raise UsageError(f"the upload is larger than {MAX_UPLOAD // (1024 * 1024)} MB: "
+                         "an op list is far smaller")
+    ctype = content_type.split(";", 1)[0].strip().lower()
+    if ctype == "multipart/form-data":
+        head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
+        msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
+        fields: dict[str, str] = {}
+        for part in msg.iter_parts():
+            name = part.get_param("name", header="content-disposition")
+            if not isinstance(name, str):
+                continue
+            payload = part.get_payload(decode=True)
+            raw = payload if isinstance(payload, bytes) else b""
+            fields[name] = _as_text(raw)
+        return fields
+    if ctype in ("application/x-www-form-urlencoded", ""):
+        return {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace"),
+                                              keep_blank_values=True).items()}
+    raise UsageError(f"unsupported content type {ctype!r}")
+
+
+def _as_text(raw: bytes) -> str:
+    # Model archives and pickles are refused by their first bytes: this page reads op lists
+    # only and never loads a model.
+    if raw.startswith((b"PK\x03\x04", b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")):
+        raise UsageError("that looks like a model file: this page takes the op-list JSON "
+                         "written by `opcheck trace MODEL -o ops.json`, never a model")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UsageError("the upload is not UTF-8 text: expected an op-list JSON") from None
+
+
+def submission_from_fields(fields: dict[str, str]) -> Submission:
+    text = fields.get("file", "").strip() or fields.get("oplist", "").strip()
+    if not text:
+        raise UsageError("paste an op list or choose a file (the JSON from `opcheck trace`)")
+    return Submission(text, fields.get("release", "").strip(),
+                      cpu_fallback=fields.get("no_cpu_fallback", "") == "",
+                      hardware=fields.get("hardware", "").strip())
+
+
+# json.loads parses in C without letting go of the GIL: a 4 MB document would stop the event
+# loop for ~0.2 s even though the check runs on its own thread. Above this size the parser
+# that builds objects and arrays in Python is used: slower, but it takes turns with the loop.
+C_PARSE_MAX = 256 * 1024
+
+
+def parse_json(text: str) -> Any:
+    if len(text) <= C_PARSE_MAX:
+        return json.loads(text)
+    decoder = json.JSONDecoder()
+    decoder.scan_once = py_make_scanner(decoder)  # type: ignore[attr-defined]
+    return decoder.decode(text)
+
+
+def run_check(state: ServeState, sub: Submission) -> Report:
+    """The checker's report for a submitted op list, exactly as ``opcheck check`` makes it."""
+    from opcheck.checker.queries import select_target
+    from opcheck.checker.restrictions import restriction_lookup
+    from opcheck.core.oplist import OpList
+
+    try:
+        doc = parse_json(sub.text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"not JSON ({exc.msg} at line {exc.lineno}): expected the op list "
+                         "written by `opcheck trace`") from None
+    except RecursionError:
+        raise UsageError("not an op list: the JSON is nested too deeply") from None
+    try:
+        oplist = OpList.from_json(doc, source="the submitted op list")
+    except (ValueError, TypeError, OverflowError, KeyError, AttributeError,
+            RecursionError) as exc:
+        # What the document reader lets through is still the visitor's malformed input
+        # (a 400), never a server fault.
+        raise UsageError(f"the submitted op list is malformed: {exc}") from None
+    if len(oplist.ops) > MAX_OPS:
+        raise UsageError(f"the op list has {len(oplist.ops)} entries: this page checks at most "
+                         f"{MAX_OPS} (run `opcheck check` on larger ones)")
+    target = select_target(state.catalog, torch_npu=sub.release or None)
+    return check(state.catalog, oplist, target, cpu_fallback=sub.cpu_fallback,
+                 workarounds=state.facts.workarounds,
+                 restrictions=(restriction_lookup(state.catalog, sub.hardware or None)
+                               if state.has_api_docs else None))
+
+
+# A 5 MB op list takes seconds of CPU to read and check. Checks run on one thread per worker
+# process, so the event loop keeps serving other pages meanwhile (the thread takes turns with
+# it for the GIL), and are rationed: one per client, a few queued in all.
+CHECKS = Ration("op-list checks", per_client=1, in_flight=4)
+_pool: ThreadPoolExecutor | None = None
+
+
+def check_pool() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="opcheck-check")
+    return _pool
+
+
+@dataclass
+class Outcome:
+    report: Report
+    html: str = ""  # the report part of the page
+    json: bytes = b""  # the report document, for API use
+
+
+_report_template: Any = None
+
+
+def render_report(report: Report, helpers: dict[str, Any]) -> str:
+    """The report part of the page, from its own template on a plain Jinja environment (the
+    page around it is Datasette's, rendered on the event loop)."""
+    global _report_template
+    if _report_template is None:
+        import jinja2
+
+        from opcheck.web.app import DATASETTE_DIR
+
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(DATASETTE_DIR / "templates"),
+                                 autoescape=True)
+        _report_template = env.get_template(REPORT_TEMPLATE)
+    from opcheck.checker.formats.report_markdown import to_markdown
+
+    return str(_report_template.render(report=report, markdown=to_markdown(report),
+                                       **helpers))
+
+
+def check_posted(state: ServeState, ctype: str, body: bytes, release: str,
+                 fields: dict[str, str], helpers: dict[str, Any]) -> Outcome:
+    """The check of one POST (runs on the check thread): a JSON op list (API use: the release
+    is a query parameter) or the page's form, whose fields are added to ``fields``."""
+    if ctype.split(";")[0].strip() == "application/json":
+        report = run_check(state, Submission(body.decode("utf-8", "replace"), release))
+        # Serialised here too: a large report's document takes a while to write.
+        # The pure-Python encoder (iterencode) takes turns with the event loop for the GIL.
+        text = "".join(json.JSONEncoder().iterencode(report.to_json()))
+        return Outcome(report, json=text.encode())
+    fields.update(parse_form(ctype, body))
+    report = run_check(state, submission_from_fields(fields))
+    return Outcome(report, html=render_report(report, helpers))
+
+
+async def view(datasette: Any, request: Any) -> Any:
+    from datasette.utils.asgi import Response
+    from markupsafe import Markup
+
+    state = serve_state(datasette)
+    if state is None:
+        return Response.text("no catalog database", status=404)
+    releases = state.usable_releases
+    report = None
+    report_html = ""
+    error = ""
+    fields: dict[str, str] = {"release": releases[0].torch_npu if releases else ""}
+    if request.method == "POST":
+        ctype = request.headers.get("content-type", "")
+        client = client_of(request.scope)
+        refused = CHECKS.enter(client)
+        if refused is not None:
+            return Response.text(refused[1], status=refused[0])
+        try:
+            body = await request.post_body()
+            outcome = await asyncio.get_running_loop().run_in_executor(
+                check_pool(), functools.partial(check_posted, state, ctype, body,
+                                                request.args.get("release", ""), fields,
+                                                template_helpers(datasette)))
+            if ctype.split(";")[0].strip() == "application/json":
+                return Response(outcome.json, content_type="application/json; charset=utf-8")
+            report, report_html = outcome.report, outcome.html
+        except OpcheckError as exc:
+            if ctype.startswith("application/json"):
+                return Response.json({"error": str(exc)}, status=400)
+            error = str(exc)
+        finally:
+            CHECKS.leave(client)
+    html = await datasette.render_template(
+        TEMPLATE,
+        {"releases": releases, "report": report, "report_html": Markup(report_html),
+         "error": error,
+         "fields": fields, "products": state.products},
+        request=request, view_name=VIEW_NAME,
+    )
+    return Response.html(html, status=400 if error else 200)
+
+
+# The page changes nothing on the server, so a forged POST can do no harm; a CSRF token would
+# also stop scripts that POST op lists as JSON.
+PAGE = Page(VIEW_NAME, rf"^{PATH}$", PATH, TEMPLATE, view, cached=False, csrf_exempt=True,
+            max_body=MAX_UPLOAD)

@@ -1,0 +1,198 @@
+"""The op page (/-/op/<op>): one op on every release, from ``checker.history``; the JSON form
+(``?_format=json``) is the same document as ``opcheck op --format json``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from opcheck.checker.history import ApiMatrix, OpHistory, describe_op
+from opcheck.checker.resolve import Resolution
+from opcheck.core.errors import OpcheckError
+from opcheck.core.vocab import KernelSource, Status
+from opcheck.db.catalog import ReleaseInfo
+from opcheck.web.pages.base import Page, serve_state
+from opcheck.web.state import ServeState
+
+VIEW_NAME = "opcheck-op"
+TEMPLATE = "opcheck_op.html"
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    release: ReleaseInfo
+    resolution: Resolution
+    source: dict[str, str] | None
+
+
+@dataclass(frozen=True)
+class TimelineRun:
+    """Consecutive releases of one torch line where the op resolves the same way, from the
+    same kind of source: the op page shows where things change, not 77 near-identical rows."""
+
+    rows: tuple[TimelineRow, ...]  # newest first
+
+    @property
+    def head(self) -> TimelineRow:
+        return self.rows[0]
+
+    @property
+    def releases(self) -> str:
+        newest, oldest = self.rows[0].release.torch_npu, self.rows[-1].release.torch_npu
+        return newest if len(self.rows) == 1 else f"{newest} … {oldest} ({len(self.rows)})"
+
+    @property
+    def cann(self) -> str:
+        canns = list(dict.fromkeys(t.release.cann or "?" for t in reversed(self.rows)))
+        return canns[0] if len(canns) == 1 else f"{canns[0]} – {canns[-1]}"
+
+    @property
+    def approximate(self) -> bool:
+        return any(t.release.kernel_source == KernelSource.OP_PLUGIN_BRANCH for t in self.rows)
+
+
+def run_key(t: TimelineRow) -> tuple[object, ...]:
+    r = t.resolution
+    src = (t.source or {}).get("scraper", "")
+    return (t.release.torch_minor, r.status, r.kernel, r.aclnn, r.via, r.reason, src,
+            t.release.kernel_source == KernelSource.OP_PLUGIN_BRANCH)
+
+
+def timeline_runs(timeline: list[TimelineRow]) -> list[TimelineRun]:
+    runs: list[list[TimelineRow]] = []
+    for t in timeline:
+        if runs and run_key(runs[-1][-1]) == run_key(t):
+            runs[-1].append(t)
+        else:
+            runs.append([t])
+    return [TimelineRun(tuple(r)) for r in runs]
+
+
+@dataclass
+class OpPage:
+    """The op's history and what only the page shows: upstream source links, the timeline
+    newest first, a summary per torch line, the workaround texts."""
+
+    history: OpHistory
+    operator_source: dict[str, str] | None = None
+    timeline: list[TimelineRow] = field(default_factory=list)  # newest first
+    lines: list[dict[str, str]] = field(default_factory=list)  # per torch line summary
+    workarounds: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def op(self) -> str:
+        return self.history.op
+
+    @property
+    def known(self) -> bool:
+        return self.history.known
+
+    @property
+    def suggestions(self) -> list[str]:
+        return self.history.suggestions
+
+    @property
+    def namespace(self) -> str:
+        return self.history.info.namespace if self.history.info else ""
+
+    @property
+    def kernel_kind(self) -> str:
+        return self.history.info.kernel_kind if self.history.info else ""
+
+    @property
+    def structured_delegate(self) -> str:
+        return self.history.info.structured_delegate if self.history.info else ""
+
+    @property
+    def schema(self) -> str:
+        return self.history.info.schema if self.history.info else ""
+
+    @property
+    def first_npu(self) -> str:
+        return self.history.first_npu
+
+    @property
+    def matrix_only(self) -> list[str]:
+        return self.history.matrix_only
+
+    @property
+    def deprecated_for(self) -> list[str]:
+        return self.history.deprecated_for
+
+    @property
+    def api(self) -> ApiMatrix | None:
+        return self.history.api
+
+    @property
+    def runs(self) -> list[TimelineRun]:
+        return timeline_runs(self.timeline)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.history.to_json()
+
+
+def op_page(state: ServeState, op: str) -> OpPage:
+    """Everything the op page shows; statuses come from the resolver, one per release."""
+    from opcheck.core.opname import canonical
+
+    try:
+        name = canonical(op)
+    except OpcheckError:
+        name = op.strip()
+    page = OpPage(describe_op(state.facts, name))
+    if not page.known:
+        return page
+    conn = state.connect()
+    try:
+        row = conn.execute("SELECT source_id FROM operator WHERE op = ?", (name,)).fetchone()
+        ksrc = {rel: sid for rel, sid in conn.execute(
+            "SELECT release, source_id FROM npukernel WHERE op = ?", (name,))}
+    finally:
+        conn.close()
+    if row and row[0] is not None:
+        page.operator_source = state.sources.get(row[0])
+    by_line: dict[str, list[TimelineRow]] = {}
+    for h in page.history.rows:
+        if h.resolution is None:
+            continue
+        sid = ksrc.get(h.release.torch_npu)
+        trow = TimelineRow(h.release, h.resolution,
+                           state.sources.get(sid) if sid is not None else None)
+        page.timeline.append(trow)
+        by_line.setdefault(h.release.torch_minor, []).append(trow)
+    page.timeline.reverse()
+    for minor, rows in reversed(by_line.items()):
+        first = next((t.release.torch_npu for t in rows
+                      if t.resolution.status == Status.NPU), "")
+        page.lines.append({"torch": minor, "releases": str(len(rows)),
+                           "oldest": rows[0].release.torch_npu,
+                           "newest": rows[-1].release.torch_npu,
+                           "first_npu": first, "latest_status": rows[-1].resolution.status,
+                           "latest_kernel": rows[-1].resolution.kernel})
+    page.workarounds = [state.workarounds[w] for w in page.history.workarounds
+                        if w in state.workarounds]
+    return page
+
+
+async def view(datasette: Any, request: Any) -> Any:
+    from datasette.utils.asgi import Response
+
+    state = serve_state(datasette)
+    if state is None:
+        return Response.text("no catalog database", status=404)
+    page = op_page(state, request.url_vars["op"])
+    if request.args.get("_format") == "json":
+        return Response.json(page.to_json(), status=200 if page.known else 404)
+    html = await datasette.render_template(TEMPLATE, {"page": page},
+                                           request=request, view_name=VIEW_NAME)
+    return Response.html(html, status=200 if page.known else 404)
+
+
+def warm(state: ServeState) -> None:
+    # Resolving an op on every release reads every release's kernel list once; doing it at
+    # start-up keeps the first visitor's op page fast.
+    if state.catalog.operators:
+        op_page(state, next(iter(state.catalog.operators)))
+
+
+PAGE = Page(VIEW_NAME, r"^/-/op/(?P<op>[^/]+)$", "/-/op/", TEMPLATE, view, warm=warm)

@@ -1,0 +1,69 @@
+"""What the pages of one served catalog share, loaded once per worker process."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from opcheck.checker.history import HistoryFacts
+from opcheck.db.catalog import Catalog, ReleaseInfo
+
+
+@dataclass
+class ServeState:
+    """Per-catalog objects the pages share, read from the event loop thread and from the
+    op-list check thread. Both only read, except the catalog's lazy per-release kernel
+    lists, which start-up fills (the op page's ``warm``); a list filled twice concurrently is
+    the same list assigned twice."""
+
+    path: str
+    facts: HistoryFacts  # the catalog, its workaround lookup, deprecations
+    sources: dict[int, dict[str, str]]
+    workarounds: dict[str, dict[str, str]]  # workaround rows by id, in id order
+    products: list[str] = field(default_factory=list)  # hardware named by the API docs
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.facts.cat
+
+    @property
+    def has_api_docs(self) -> bool:
+        return self.facts.has_api_docs
+
+    def connect(self) -> sqlite3.Connection:
+        return read_only(self.path)
+
+    @property
+    def usable_releases(self) -> list[ReleaseInfo]:
+        """Releases with a kernel list, newest first (what the op-list page offers)."""
+        return [r for r in reversed(self.catalog.releases) if r.has_kernels]
+
+
+def read_only(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+@lru_cache(maxsize=4)
+def state_for(path: str) -> ServeState:
+    from opcheck.contrib.workarounds import workaround_lookup
+    from opcheck.db.engine import make_engine
+
+    cat = Catalog.load(make_engine(Path(path)))
+    facts = HistoryFacts.load(cat, workaround_lookup(cat))
+    conn = read_only(path)
+    try:
+        sources = {r["id"]: {k: str(v or "") for k, v in dict(r).items()}
+                   for r in conn.execute("SELECT * FROM source")}
+        workarounds = {str(r["id"]): {k: str(v or "") for k, v in dict(r).items()}
+                       for r in conn.execute("SELECT * FROM workaround ORDER BY id")}
+        products: list[str] = []
+        if facts.has_api_docs:
+            products = [r[0] for r in conn.execute(
+                "SELECT DISTINCT hardware FROM api_support WHERE hardware != '' ORDER BY 1")]
+    finally:
+        conn.close()
+    return ServeState(path, facts, sources, workarounds, products)
