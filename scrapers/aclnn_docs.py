@@ -1,0 +1,820 @@
+"""CANN operator-library pages (``docs/aclnn*.md`` of ops-math/ops-nn/ops-cv/ops-transformer).
+
+One page documents one or more aclnn functions (``aclnnLog&aclnnInplaceLog.md``). What a page
+gives, and what :func:`parse_page` turns into rows:
+
+* ``产品支持情况`` (or ``支持的产品型号``): a table ``产品 | 是否支持`` (pipe or HTML) with √/× per
+  product →
+  :class:`ProductSupport`, product names normalised by :func:`opcheck.core.products.product_aliases`.
+* per function, the section ``## aclnnXxxGetWorkspaceSize``: a parameter table (an HTML
+  ``<table>``, a pipe table, or, on older pages, a bullet list ``- self(aclTensor*，计算输入)：…``)
+  → :class:`ParamRow` (parameter, in/out, dtypes, formats, ranks, non-contiguous support);
+  product exceptions written below the table or inside its cells
+  (``<term>Atlas 训练系列产品</term>：不支持BFLOAT16、INT4``, ``仅支持…``) → :class:`DtypeException`;
+  the return codes after ``返回值`` (an HTML table with rowspans, a pipe table, or a text block
+  ``返回161002 (ACLNN_ERR_PARAM_INVALID)：1. …``) → :class:`ReturnCodeRow`.
+* ``约束说明``: every line, with the products of the bullet it sits under, and the common forms
+  structured → :class:`ConstraintLine`.
+
+Pages that are not one function's contract (the ``_en`` partial copies, the return-code
+reference page, placeholders pointing to hiascend.com, single-phase helpers, free-form community
+pages without a √/× product table, pages without a ``GetWorkspaceSize`` section) are classified by
+:func:`skip_reason` and listed, never silently dropped. Anything else that does not fit (a
+product name that is no product, a parameter section with no table and no list, a malformed
+table) raises :class:`~opcheck.core.errors.ScrapeError` with the file and line.
+
+Pure: text in, rows out. HTML is read with :mod:`html.parser` only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from html.parser import HTMLParser
+
+from opcheck.core.errors import ScrapeError
+from opcheck.core.products import product_aliases
+from opcheck.scrapers.rows import Origin
+from opcheck.scrapers.tables import table_at
+
+__all__ = [
+    "AclnnPage",
+    "ConstraintLine",
+    "DtypeException",
+    "HtmlTable",
+    "PageScan",
+    "ParamRow",
+    "ProductSupport",
+    "ReturnCodeRow",
+    "dtype_tokens",
+    "html_tables",
+    "parse_page",
+    "scan_pages",
+    "skip_reason",
+]
+
+# --------------------------------------------------------------------------- row types
+
+
+@dataclass(frozen=True)
+class ProductSupport:
+    name: str  # as written, without <term>
+    products: tuple[str, ...]  # aliases (910A, 910B, ...)
+    supported: bool
+    line: int
+
+
+@dataclass(frozen=True)
+class ParamRow:
+    function: str  # aclnnCast (the GetWorkspaceSize section it comes from)
+    param: str
+    direction: str  # 输入 / 输出 / 属性 / 计算输入 ... as written
+    dtypes: tuple[str, ...]  # canonical tokens (FLOAT16, BFLOAT16, DOUBLE, ...), union over products
+    dtype_text: str  # the cell / clause as written (may name C types: "aclIntArray*")
+    formats: tuple[str, ...] = ()
+    ranks: str = ""  # "0-8", "1-8", "-" ... as written
+    non_contiguous: bool | None = None  # √ / × ; None when the page does not say
+    notes: str = ""  # 使用说明 (accepted shapes, value rules), as written
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class DtypeException:
+    """A per-product statement about data types (below the parameter table or in a cell).
+
+    ``kind``: ``not`` (不支持: the dtypes are excluded on those products), ``only`` (仅支持 /
+    只支持: the list is exhaustive there), ``supports`` (dtypes named without 不支持/仅支持, e.g.
+    a 数据类型支持 list for those products; may hold only in a case: see ``conditional`` and
+    ``text``), ``note`` (no dtype named: kept as text). ``params``: parameters of the function
+    the text names (empty: the statement is for the whole function, or it names none).
+    """
+
+    function: str
+    products: tuple[str, ...]
+    kind: str
+    dtypes: tuple[str, ...]
+    params: tuple[str, ...]
+    text: str
+    line: int
+    conditional: bool = False  # the text limits it to a case (当…时, 场景, 如下条件)
+
+
+@dataclass(frozen=True)
+class ReturnCodeRow:
+    function: str
+    name: str  # ACLNN_ERR_PARAM_INVALID
+    code: int | None  # 161002
+    condition: str
+    line: int
+
+
+@dataclass(frozen=True)
+class ConstraintLine:
+    """One line of 约束说明, structured when it has a common form. ``kind``: ``rank_max``
+    (value N of "不超过N维"), ``size_max`` (value N of "大小/shape/尾轴… ≤ N"), ``range`` (value
+    "lo,hi" as written, of a 取值范围 [lo, hi] or lo~hi), ``only`` (value: what follows
+    仅支持/只支持), else ``text``. The structure is a reading aid: ``text`` stays the fact."""
+
+    line: int
+    text: str
+    products: tuple[str, ...] = ()  # from the line's own <term>s or the bullet it is under
+    kind: str = "text"
+    subject: str = ""  # first parameter-like identifier of the line, when any
+    value: str = ""
+
+
+@dataclass(frozen=True)
+class AclnnPage:
+    path: str
+    title: str
+    functions: tuple[str, ...]
+    param_form: str  # html | pipe | list (how the first function's parameters are written)
+    products: tuple[ProductSupport, ...]
+    params: tuple[ParamRow, ...]
+    exceptions: tuple[DtypeException, ...]
+    return_codes: tuple[ReturnCodeRow, ...]
+    constraints: tuple[ConstraintLine, ...]
+
+    def supported_on(self) -> tuple[str, ...]:
+        """Aliases with a √ row. Some pages split one alias into rows (Atlas A2 训练系列产品 √,
+        Atlas 800I A2 推理产品 ×): the alias counts as supported when any of its rows is √."""
+        out: list[str] = []
+        for p in self.products:
+            out += [a for a in p.products if p.supported and a not in out]
+        return tuple(out)
+
+
+@dataclass
+class PageScan:
+    pages: list[AclnnPage] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+
+
+# --------------------------------------------------------------------------- dtypes
+
+_DTYPE = re.compile(
+    r"(?<![A-Za-z0-9_])("
+    r"HIFLOAT8|FLOAT8_E\dM\d(?:FN)?|FLOAT4_E\dM\d|FLOAT8_E8M0|B?FLOAT(?:16|32|64)?|BF16|FP16|FP32"
+    r"|DOUBLE|U?INT(?:1|2|4|8|16|32|64)|BOOL|COMPLEX(?:32|64|128)|QINT8|QUINT8|QINT32"
+    r")(?![A-Za-z0-9_])"
+)
+_CANON = {"FLOAT32": "FLOAT", "FLOAT64": "DOUBLE", "BF16": "BFLOAT16", "FP16": "FLOAT16",
+          "FP32": "FLOAT"}
+
+
+def dtype_tokens(text: str) -> tuple[str, ...]:
+    """Data types named in a text, canonical (FLOAT32 → FLOAT, FLOAT64 → DOUBLE), in order."""
+    out: list[str] = []
+    for m in _DTYPE.finditer(text):
+        tok = _CANON.get(m.group(1), m.group(1))
+        if tok not in out:
+            out.append(tok)
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- HTML tables
+
+
+@dataclass(frozen=True)
+class HtmlTable:
+    header: tuple[str, ...]
+    rows: tuple[tuple[int, tuple[str, ...]], ...]  # (1-based line of the <tr>, cells)
+    line: int  # line of <table
+    end_line: int  # line of </table>
+
+
+class _TableParser(HTMLParser):
+    """Rows of one ``<table>``: rowspan/colspan expanded; ``<br>`` → newline; ``<term>`` kept."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.rows: list[tuple[int, bool, list[tuple[str, int, int]]]] = []  # line, is_th, cells
+        self._cell: list[str] | None = None
+        self._span = (1, 1)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        # a stray second "<table>" right after the first (seen upstream) opens nothing new
+        if tag == "tr":
+            self.rows.append((self.getpos()[0], False, []))
+        elif tag in ("td", "th"):
+            if not self.rows:
+                self.rows.append((self.getpos()[0], False, []))
+            a = dict(attrs)
+            self._span = (_int_attr(a.get("rowspan")), _int_attr(a.get("colspan")))
+            self._cell = []
+            if tag == "th":
+                line, _, cells = self.rows[-1]
+                self.rows[-1] = (line, True, cells)
+        elif tag in ("br", "li", "p") and self._cell is not None:
+            self._cell.append("\n")
+        elif tag == "term" and self._cell is not None:
+            self._cell.append("<term>")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            text = "".join(self._cell)
+            text = "\n".join(" ".join(part.split()) for part in text.split("\n")).strip()
+            self.rows[-1][2].append((text, *self._span))
+            self._cell = None
+        elif tag == "term" and self._cell is not None:
+            self._cell.append("</term>")
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _int_attr(value: str | None) -> int:
+    try:
+        return max(1, int(value or "1"))
+    except ValueError:
+        return 1
+
+
+_TABLE_SPAN = re.compile(r"<table\b.*?</table>", re.S | re.I)
+
+
+def html_tables(text: str) -> list[HtmlTable]:
+    """Every top-level HTML table of a Markdown text, spans expanded into a rectangular grid."""
+    out: list[HtmlTable] = []
+    for m in _TABLE_SPAN.finditer(text):
+        first = text.count("\n", 0, m.start()) + 1
+        p = _TableParser()
+        p.feed(m.group(0))
+        p.close()
+        grid: list[tuple[int, tuple[str, ...]]] = []
+        header: tuple[str, ...] = ()
+        pending: dict[int, tuple[int, str]] = {}  # column → (rows left, text)
+        for line, is_th, cells in p.rows:
+            if not cells and not is_th:
+                continue
+            row: list[str] = []
+            queue = list(cells)
+            col = 0
+            while queue or any(c >= col for c in pending):
+                if col in pending:
+                    left, txt = pending[col]
+                    row.append(txt)
+                    if left <= 1:
+                        del pending[col]
+                    else:
+                        pending[col] = (left - 1, txt)
+                    col += 1
+                    continue
+                if not queue:
+                    col += 1
+                    if col > 64:
+                        break
+                    continue
+                txt, rs, cs = queue.pop(0)
+                for k in range(cs):
+                    row.append(txt)
+                    if rs > 1:
+                        pending[col + k] = (rs - 1, txt)
+                col += cs
+            if is_th and not header and not grid:
+                header = tuple(row)
+            else:
+                grid.append((first + line - 1, tuple(row)))
+        if not header and grid:
+            header = grid.pop(0)[1]
+        out.append(HtmlTable(header, tuple(grid), first, first + m.group(0).count("\n")))
+    return out
+
+
+# --------------------------------------------------------------------------- page model
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_FUNC_HEADING = re.compile(r"^`?(aclnn\w+?)GetWorkspaceSize`?(?:\s*[（(].*)?$", re.I)
+_DECLARED = re.compile(r"(aclnn\w+?)GetWorkspaceSize\s*\(", re.I)
+_TERM = re.compile(r"<term>(.*?)</term>", re.S)
+_TERM_LOOSE = re.compile(r"</?term>")
+_SUPPORT = {"√": True, "✓": True, "✔": True, "Y": True, "×": False, "x": False, "✗": False,
+            "✘": False, "X": False, "N": False}
+
+
+@dataclass(frozen=True)
+class _Heading:
+    level: int
+    title: str
+    index: int  # 0-based line index
+
+
+class _Page:
+    def __init__(self, text: str, origin: Origin) -> None:
+        self.origin = origin
+        self.lines = text.splitlines()
+        self.in_code = [False] * len(self.lines)
+        self.headings: list[_Heading] = []
+        fence: str | None = None
+        for i, line in enumerate(self.lines):
+            s = line.strip()
+            if fence is not None:
+                self.in_code[i] = True
+                # CommonMark: a closing fence has no info string ("```cpp" inside stays code)
+                if s.startswith(fence) and not s.lstrip(fence[0]):
+                    fence = None
+                continue
+            if s.startswith(("```", "~~~")):
+                fence = s[:3]
+                self.in_code[i] = True
+                continue
+            m = _HEADING.match(line)
+            if m:
+                self.headings.append(_Heading(len(m.group(1)), m.group(2).strip(), i))
+        self.html = html_tables(text)
+
+    def fail(self, message: str, index: int | None = None) -> ScrapeError:
+        return ScrapeError(message, source=self.origin.path,
+                           line=index + 1 if index is not None else None)
+
+    def section_end(self, h: _Heading) -> int:
+        for other in self.headings:
+            if other.index > h.index and other.level <= h.level:
+                return other.index
+        return len(self.lines)
+
+    def html_in(self, start: int, end: int) -> list[HtmlTable]:
+        return [t for t in self.html if start < t.line <= end]
+
+    def in_html(self, index: int) -> bool:
+        return any(t.line <= index + 1 <= t.end_line for t in self.html)
+
+
+_PRODUCT_WORD = re.compile(r"Atlas|Atla |Ascend|昇腾|Kirin|A2|A3|910|950|310")
+
+
+def _aliases(page: _Page, name: str, index: int) -> tuple[str, ...]:
+    # markup slips seen upstream: "<term>term>Atlas …", a colon and the clause inside the term
+    name = re.sub(r"^\s*term>", "", name).split("：")[0]
+    aliases = product_aliases(name)
+    if aliases is None:
+        raise page.fail(f"not a known product name: {name!r}", index)
+    return aliases
+
+
+def _terms(page: _Page, text: str, index: int) -> tuple[str, ...]:
+    out: list[str] = []
+    for m in _TERM.finditer(text):
+        if not _PRODUCT_WORD.search(m.group(1)):
+            continue  # <term> used as emphasis (约束类型, cubeMathType, a dtype list)
+        for a in _aliases(page, m.group(1), index):
+            if a not in out:
+                out.append(a)
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- products
+
+
+def _product_heading(page: _Page) -> _Heading | None:
+    return next((h for h in page.headings
+                 if "产品" in h.title and ("支持" in h.title or "型号" in h.title)), None)
+
+
+def _product_table(page: _Page) -> tuple[Sequence[str], Sequence[tuple[int, Sequence[str]]]] | None:
+    """Header and rows of the first table of the product section (HTML or pipe)."""
+    head = _product_heading(page)
+    if head is None:
+        return None
+    end = page.section_end(head)
+    html = page.html_in(head.index, end)
+    if html:
+        return html[0].header, html[0].rows
+    for i in range(head.index + 1, end):
+        if page.lines[i].strip().startswith("|"):
+            table, _ = table_at(page.lines, i)
+            if table is None:
+                raise page.fail("product table without a delimiter row", i)
+            return table.header, table.rows
+    return None
+
+
+def _is_support_table(header: Sequence[str]) -> bool:
+    return len(header) >= 2 and "产品" in header[0] and "是否支持" in header[1]
+
+
+def _products(page: _Page) -> tuple[ProductSupport, ...]:
+    found = _product_table(page)
+    if found is None or not _is_support_table(found[0]):
+        raise page.fail("产品支持情况 is not a 产品 | 是否支持 table")
+    rows = found[1]
+    out: list[ProductSupport] = []
+    for line, cells in rows:
+        if len(cells) < 2:
+            raise page.fail(f"product row with {len(cells)} cell(s)", line - 1)
+        name = _TERM_LOOSE.sub("", cells[0]).strip().strip("`").strip()
+        mark = cells[1].strip()
+        if mark not in _SUPPORT:
+            raise page.fail(f"product support mark {mark!r}", line - 1)
+        out.append(ProductSupport(name, _aliases(page, name, line - 1), _SUPPORT[mark], line))
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- parameters
+
+_COLUMNS = (  # header substring → field, first match wins
+    ("输入/输出", "direction"), ("输入输出", "direction"), ("参数名", "param"),
+    ("数据类型", "dtypes"), ("数据格式", "formats"), ("维度", "ranks"), ("shape", "ranks"),
+    ("非连续", "non_contiguous"), ("使用说明", "notes"), ("参数", "param"),
+)
+_SKIP_PARAMS = {"workspaceSize", "executor", "workspace", "stream"}
+_TRUE_MARKS = {"√", "✓", "✔", "是", "支持"}
+_FALSE_MARKS = {"×", "✗", "✘", "否", "不支持"}
+
+
+def _columns(header: Sequence[str]) -> dict[str, int]:
+    cols: dict[str, int] = {}
+    for k, cell in enumerate(header):
+        for key, fieldname in _COLUMNS:
+            if key in cell:
+                cols.setdefault(fieldname, k)
+                break
+    return cols
+
+
+def _is_param_header(header: Sequence[str]) -> bool:
+    return bool(header) and "参数" in header[0]
+
+
+def _mark(cell: str) -> bool | None:
+    c = cell.strip()
+    if c in _TRUE_MARKS:
+        return True
+    if c in _FALSE_MARKS:
+        return False
+    return None
+
+
+def _split_list(cell: str) -> tuple[str, ...]:
+    parts = re.split(r"[、,，/\n]", _TERM_LOOSE.sub("", cell))
+    return tuple(p.strip() for p in parts if p.strip() and p.strip() != "-")
+
+
+_NON_PARENS = re.compile(r"[（(][^（()）]*[)）]")
+
+
+def _param_rows(page: _Page, function: str, rows: Iterable[tuple[int, Sequence[str]]],
+                cols: dict[str, int]) -> tuple[list[ParamRow], list[DtypeException]]:
+    params: list[ParamRow] = []
+    exceptions: list[DtypeException] = []
+
+    def cell(cells: Sequence[str], key: str) -> str:
+        k = cols.get(key)
+        return cells[k] if k is not None and k < len(cells) else ""
+
+    for line, cells in rows:
+        # "self（aclTensor*）": some tables append the C type to the name
+        name = _TERM_LOOSE.sub("", cell(cells, "param"))
+        name = re.split(r"[（(]", name, maxsplit=1)[0].strip().strip("`*").strip()
+        if not name or name in _SKIP_PARAMS:
+            continue
+        dtype_text = cell(cells, "dtypes")
+        # "INT4（暂不支持非连续Tensor）": remarks in brackets are not extra dtypes
+        dtypes = dtype_tokens(_NON_PARENS.sub("", _TERM.sub("", dtype_text)))
+        params.append(ParamRow(function, name, cell(cells, "direction").strip(), dtypes,
+                               dtype_text, _split_list(cell(cells, "formats")),
+                               cell(cells, "ranks").strip(),
+                               _mark(cell(cells, "non_contiguous")),
+                               cell(cells, "notes").strip(), line))
+        for c in cells:
+            if "<term>" in c:
+                for seg in _term_segments(c):
+                    exceptions.append(_exception(page, function, seg, line, (name,)))
+    return params, exceptions
+
+
+def _term_segments(text: str) -> list[str]:
+    """A cell's text split so that each piece starts at a run of ``<term>``s."""
+    pieces = re.split(r"\n(?=\s*(?:[-*]\s*)?<term>)", text)
+    return [p for p in pieces if "<term>" in p]
+
+
+_NOT = re.compile(r"不支持")
+_CONDITION = re.compile(r"当|仅当|时[，,：:]|场景|如下条件|情况下")
+_ONLY = re.compile(r"仅支持|只支持")
+
+
+def _exception(page: _Page, function: str, text: str, line: int,
+               params: tuple[str, ...] = (), known: Sequence[str] = ()) -> DtypeException:
+    products = _terms(page, text, line - 1)
+    rest = text[text.rfind("</term>") + len("</term>"):] if "</term>" in text else text
+    rest = re.sub(r"^[\s：:，,]*(?:[-*+]\s+)?", "", rest).strip()
+    dtypes = dtype_tokens(rest)
+    if not dtypes:
+        kind = "note"
+    elif _NOT.search(rest):
+        kind = "not"
+    elif _ONLY.search(rest):
+        kind = "only"
+    else:
+        kind = "supports"
+    if not params:
+        params = tuple(p for p in known
+                       if re.search(rf"(?<![A-Za-z0-9_]){re.escape(p)}(?![A-Za-z0-9_])", rest))
+    conditional = bool(_CONDITION.search(rest))
+    return DtypeException(function, products, kind, dtypes, params, rest, line, conditional)
+
+
+_BULLET_PARAM = re.compile(
+    r"^\s*[-*+]\s*(?:\*\*)?`?(?P<name>[A-Za-z_]\w*)`?(?:\*\*)?\s*[（(](?P<sig>[^)）]*)[)）]\s*[：:]?\s*(?P<rest>.*)$")
+_DIRECTION = re.compile(r"计算输入|计算输出|输入|输出|入参|出参|属性")
+
+
+def _bullet_params(page: _Page, function: str, start: int, end: int) -> list[ParamRow]:
+    out: list[ParamRow] = []
+    for i in range(start, end):
+        if page.in_code[i]:
+            continue
+        m = _BULLET_PARAM.match(page.lines[i])
+        if not m or m.group("name") in _SKIP_PARAMS:
+            continue
+        rest = m.group("rest")
+        d = _DIRECTION.search(m.group("sig"))
+        dm = re.search(r"数据类型(?:支持|为|仅支持)?[：:]?\s*([^，。；;]*)", rest)
+        dtype_text = dm.group(1) if dm else ""
+        fm = re.search(r"数据格式[^，。；]*?支持\s*([A-Z0-9_、,/ ]+)", rest)
+        nc: bool | None = None
+        if "非连续" in rest:
+            nc = not bool(re.search(r"不支持\s*\[?非连续", rest))
+        out.append(ParamRow(function, m.group("name"), d.group(0) if d else "",
+                            dtype_tokens(dtype_text), dtype_text,
+                            _split_list(fm.group(1)) if fm else (), "", nc, rest, i + 1))
+    return out
+
+
+def _fill_list_dtypes(params: list[ParamRow], exc: Sequence[DtypeException]) -> list[ParamRow]:
+    """List-form pages often give dtypes only per product in sub-bullets: the parameter's
+    dtypes are then the union of those lists."""
+    out: list[ParamRow] = []
+    for p in params:
+        if not p.dtypes:
+            union: list[str] = []
+            for e in exc:
+                if p.param in e.params and e.kind in ("supports", "only"):
+                    union += [d for d in e.dtypes if d not in union]
+            p = replace(p, dtypes=tuple(union))
+        out.append(p)
+    return out
+
+
+# --------------------------------------------------------------------------- return codes
+
+_CODE_TEXT = re.compile(
+    r"^(?:[-*+]\s*)?(?:返回)?\s*\**\s*(\d{6})\s*[（(]\s*(ACLNN_\w+)\s*[)）]\s*\**\s*[：:]?\s*\**(.*)$")
+_NUMBERED = re.compile(r"^\d+[.、．)]\s*(.+)$")
+_CODE_CONT = re.compile(r"^\s*(?:\d+[.、．)]|[-*])\s*(.+)$")
+
+
+def _code_row(page: _Page, current: tuple[str, int | None] | None, cells: Sequence[str],
+              line: int) -> tuple[str, int | None]:
+    """(name, code) of a return-code table row. A row with neither is a further condition of
+    the row above: upstream rowspans are sometimes shorter than the rows they cover."""
+    code = next((c.strip() for c in cells if re.fullmatch(r"\d{6}", c.strip())), None)
+    name = next((c.strip() for c in cells if c.strip().startswith("ACLNN_")), "")
+    if code is None and not name:
+        if current is None:
+            raise page.fail(f"return-code row without a code: {tuple(cells)!r}", line - 1)
+        return current
+    return name, int(code) if code else None
+
+
+def _condition(cells: Sequence[str]) -> str:
+    last = cells[-1].strip() if cells else ""
+    return "" if re.fullmatch(r"\d{6}|ACLNN_\w+", last) else last
+
+
+def _return_codes(page: _Page, function: str, start: int, end: int) -> list[ReturnCodeRow]:
+    out: list[ReturnCodeRow] = []
+    current: tuple[str, int | None] | None = None
+    for t in page.html_in(start, end):
+        if not any("错误码" in h or "返回码" in h for h in t.header):
+            continue
+        current = None
+        for line, cells in t.rows:
+            current = _code_row(page, current, cells, line)
+            out.append(ReturnCodeRow(function, current[0], current[1], _condition(cells), line))
+    i = start
+    current = None
+    while i < end:
+        s = page.lines[i].strip()
+        if s.startswith("|") and not page.in_code[i]:
+            table, j = table_at(page.lines, i)
+            if table is not None and any("错误码" in h or "返回码" in h for h in table.header):
+                for line, cells in table.rows:
+                    current = _code_row(page, current, cells, line)
+                    out.append(ReturnCodeRow(function, current[0], current[1], _condition(cells),
+                                             line))
+            current = None
+            i = max(j, i + 1)
+            continue
+        m = _CODE_TEXT.search(s)
+        if m:
+            current = (m.group(2), int(m.group(1)))
+            cond = m.group(3).strip()
+            first = _CODE_CONT.match(cond)
+            if cond:  # "**161002 (…)**：" alone heads the numbered conditions below it
+                out.append(ReturnCodeRow(function, m.group(2), int(m.group(1)),
+                                         first.group(1).strip() if first else cond, i + 1))
+        elif current is not None and s and not s.startswith("```"):
+            # further conditions of the code above: "2. …" lines (in a text block, any list
+            # item continues it; in Markdown, only numbered items do)
+            c = _CODE_CONT.match(s) if page.in_code[i] else _NUMBERED.match(s)
+            if c:
+                out.append(ReturnCodeRow(function, current[0], current[1], c.group(1).strip(),
+                                         i + 1))
+            elif not page.in_code[i]:
+                current = None
+        i += 1
+    return out
+
+
+# --------------------------------------------------------------------------- constraints
+
+_LE = r"(?:不超过|不大于|不能超过|小于等于|应小于等于|<=|≤|最大(?:为|支持)?|最多(?:支持)?|至多)"
+_RANK_MAX = re.compile(rf"{_LE}\s*(\d+)\s*维")
+_SIZE_MAX = re.compile(rf"(?:大小|size|shape|尾轴|元素数|长度)[^，。；;]*?{_LE}\s*(\d[\d,]*)", re.I)
+_TAGS = re.compile(r"<[^>]+>")
+_NUM = r"-?\d+(?:\.\d+)?(?:e\d+|[KMG])?"
+_RANGE = re.compile(
+    rf"[\[(（]\s*({_NUM})\s*[,，]\s*({_NUM})\s*[\])）]|({_NUM})\s*\\?[~～]\s*({_NUM})")
+_IDENT = re.compile(r"`?([A-Za-z_][A-Za-z0-9_]*)`?")
+
+
+def _constraints(page: _Page) -> list[ConstraintLine]:
+    head = next((h for h in page.headings if "约束" in h.title and h.level <= 2), None)
+    if head is None:
+        return []
+    out: list[ConstraintLine] = []
+    stack: list[tuple[int, tuple[str, ...]]] = []  # (indent, products of that bullet)
+    for i in range(head.index + 1, page.section_end(head)):
+        raw = page.lines[i]
+        s = raw.strip()
+        if not s or page.in_code[i] or s.startswith("```"):
+            continue
+        indent = len(raw) - len(raw.lstrip())
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        own = _terms(page, s, i)
+        inherited = stack[-1][1] if stack else ()
+        text = re.sub(r"^[-*]\s+|^\d+[.、]\s*", "", s)
+        products = own or inherited
+        if own and s.startswith(("-", "*", "<term>")):
+            stack.append((indent, own))
+        kind, value = "text", ""
+        plain = _TAGS.sub(" ", _TERM.sub("", text))
+        if m := _RANK_MAX.search(plain):
+            kind, value = "rank_max", m.group(1)
+        elif m := _SIZE_MAX.search(plain):
+            kind, value = "size_max", m.group(1).replace(",", "")
+        elif (m := _RANGE.search(plain)) and ("范围" in plain or "取值" in plain):
+            lo, hi = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            kind, value = "range", f"{lo},{hi}"
+        elif m := re.search(r"(?:仅支持|只支持)\s*([^，。；;]+)", plain):
+            kind, value = "only", m.group(1).strip()
+        ident = _IDENT.search(plain)
+        subject = ident.group(1) if ident and kind != "text" else ""
+        out.append(ConstraintLine(i + 1, text, products, kind, subject, value))
+    return out
+
+
+# --------------------------------------------------------------------------- the page
+
+
+_PLACEHOLDER = "本文档内容正按全新接口模板整改中"
+
+
+def skip_reason(path: str, text: str) -> str | None:
+    """Why a page is not one aclnn function's contract, or None when it is."""
+    name = path.rsplit("/", 1)[-1]
+    if name.endswith("_en.md"):
+        return "English copy (partial; the Chinese page is the contract)"
+    if "返回码" in name or "return_code" in name:
+        return "return-code reference page, not a function"
+    if _PLACEHOLDER in text[:2000]:
+        return "placeholder: upstream is rewriting the page (it points to the hiascend.com docs)"
+    if not _DECLARED.search(text):
+        return "no aclnnXxxGetWorkspaceSize function (a single-phase helper, not a kernel)"
+    page = _Page(text, Origin(path))
+    if not _function_headings(page, text):
+        if re.search(r"^#{1,6}\s+`?aclnn\w+GetWorkspaceSize", text, re.M | re.I):
+            return "the GetWorkspaceSize heading is inside an unclosed code fence (broken Markdown)"
+        return "no section for a GetWorkspaceSize function (helper page or no per-function sections)"
+    if _product_heading(page) is None:
+        return "no 产品支持情况 section"
+    found = _product_table(page)
+    if found is None or not _is_support_table(found[0]):
+        return "product section is not a 产品 | 是否支持 table (free-form community page)"
+    return None
+
+
+def _function_headings(page: _Page, text: str) -> list[tuple[_Heading, str]]:
+    """The section of each function's first phase: ``## aclnnXxxGetWorkspaceSize``; on pages
+    whose headings drop the suffix, the first ``## aclnnXxx`` of a declared function."""
+    funcs = [(h, m.group(1)) for h in page.headings if (m := _FUNC_HEADING.match(h.title))]
+    if funcs:
+        return funcs
+    declared = {m.group(1) for m in _DECLARED.finditer(text)}
+    seen: set[str] = set()
+    for h in page.headings:
+        name = h.title.strip("`").strip()
+        if h.level >= 2 and name in declared and name not in seen:
+            seen.add(name)
+            funcs.append((h, name))
+    return funcs
+
+
+def parse_page(text: str, *, origin: Origin) -> AclnnPage:
+    """Rows of one aclnn page. Raises ScrapeError on a structure it does not know."""
+    page = _Page(text, origin)
+    title = page.headings[0].title if page.headings else ""
+    products = _products(page)
+    funcs = _function_headings(page, text)
+    if not funcs:
+        raise page.fail("no aclnnXxxGetWorkspaceSize section")
+    params: list[ParamRow] = []
+    exceptions: list[DtypeException] = []
+    codes: list[ReturnCodeRow] = []
+    forms: list[str] = []
+    for h, function in funcs:
+        start, end = h.index, page.section_end(h)
+        ret = next((i for i in range(start, end)
+                    if not page.in_code[i] and not page.in_html(i) and "返回值" in page.lines[i]),
+                   end)
+        form, table_end = "", start
+        fparams: list[ParamRow] = []
+        table = next((t for t in page.html_in(start, ret) if _is_param_header(t.header)), None)
+        if table is not None:
+            cols = _columns(table.header)
+            if "param" not in cols:
+                raise page.fail(f"parameter table header {table.header!r}", table.line - 1)
+            fparams, cell_exc = _param_rows(page, function, table.rows, cols)
+            exceptions += cell_exc
+            form, table_end = "html", table.end_line
+        else:
+            for i in range(start, ret):
+                if page.lines[i].strip().startswith("|") and not page.in_code[i]:
+                    pt, j = table_at(page.lines, i)
+                    if pt is not None and _is_param_header(pt.header):
+                        cols = _columns(pt.header)
+                        fparams, cell_exc = _param_rows(page, function, pt.rows, cols)
+                        exceptions += cell_exc
+                        form, table_end = "pipe", j
+                        break
+            if not form:
+                fparams = _bullet_params(page, function, start, ret)
+                if not fparams:
+                    raise page.fail(f"{function}: parameters neither in a table nor a list",
+                                    start)
+                form, table_end = "list", start
+        known = [p.param for p in fparams]
+        owner: tuple[str, ...] = ()
+        fexc: list[DtypeException] = []
+        block: tuple[int, str] | None = None  # (indent, "<term>…</term>：") heading a block
+        lead: tuple[int, str] | None = None
+        for i in range(table_end, ret):
+            s = page.lines[i]
+            if page.in_code[i] or page.in_html(i) or not s.strip():
+                continue
+            indent = len(s) - len(s.lstrip())
+            if block is not None and indent <= block[0]:
+                block = lead = None
+            if form == "list" and (m := _BULLET_PARAM.match(s)):
+                owner = (m.group("name"),)  # sub-bullets below a parameter are about it
+            if "<term>" in s:
+                tail = s[s.rfind("</term>") + len("</term>"):] if "</term>" in s else ""
+                if not tail.strip(" ：:。") and _terms(page, s, i):
+                    # "- <term>…</term>：" alone: the lines indented below it are its clauses
+                    block, lead = (indent, s.strip()), None
+                    continue
+                fexc.append(_exception(page, function, s.strip(), i + 1, owner, known))
+            elif block is not None:
+                bulleted = s.lstrip().startswith(("- ", "* ", "+ "))
+                if lead is not None and (indent < lead[0] or (indent == lead[0] and not bulleted)):
+                    lead = None
+                clause = (lead[1] if lead else "") + s.strip()
+                if s.rstrip().endswith(("：", ":")):
+                    lead = (indent, s.strip())  # "当…时，需要满足如下条件：" governs the lines below
+                fexc.append(_exception(page, function, block[1] + clause, i + 1, owner, known))
+        exceptions += fexc
+        if form == "list":
+            fparams = _fill_list_dtypes(fparams, fexc)
+        params += fparams
+        forms.append(form)
+        # some pages have no 返回值 marker outside the table: scan all after the parameters
+        codes += _return_codes(page, function, ret if ret < end else table_end, end)
+    return AclnnPage(origin.path, title, tuple(f for _, f in funcs), forms[0], products,
+                     tuple(params), tuple(exceptions), tuple(codes), tuple(_constraints(page)))
+
+
+def scan_pages(items: Iterable[tuple[Origin, str]]) -> PageScan:
+    """Every page either parsed or skipped with its reason; a page that fails raises."""
+    scan = PageScan()
+    for origin, text in items:
+        reason = skip_reason(origin.path, text)
+        if reason is not None:
+            scan.skipped.append((origin.path, reason))
+        else:
+            scan.pages.append(parse_page(text, origin=origin))
+    return scan
