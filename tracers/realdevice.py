@@ -1,0 +1,587 @@
+"""The recorded ``npu`` device with real data: what ``opcheck run`` executes a script on.
+
+The fake-tensor trace (:mod:`opcheck.tracers.runtime`) stops where control flow reads tensor
+values. Here every ``npu`` tensor is a wrapper subclass on the renamed PrivateUse1 device that
+holds a real CPU tensor: its ``__torch_dispatch__`` unwraps the arguments, runs the CPU kernel,
+wraps the results and records the op with the runtime tracer's :class:`Recorder` (same records,
+same stream). ``.item()``, ``nonzero``, data-dependent loops and shapes simply run.
+
+What reaches ``__torch_dispatch__`` is what a PrivateUse1 backend receives: the op left
+autograd and (for ops without a kernel of their own) CompositeImplicitAutograd decomposition,
+with the device-type choices (dropout, SDPA, fast paths, foreach optimizers) made for an
+accelerator. Ops that reach the device key with no ``npu`` tensor argument (factory functions
+with ``device=npu``, ``_to_copy`` to the device, copies made with the Python key switched off)
+get real PrivateUse1 kernels registered here: allocation and copies, every
+CompositeExplicitAutograd op without a kernel of its own (recorded whole, as a backend receives
+it), and a boxed fallback for anything else. Autocast on the device uses Python
+AutocastPrivateUse1 kernels (torch core registers none). Checked against a real C++
+PrivateUse1 backend on whole scripts in tests/tracers/test_run_backend.py.
+
+Only imported in the sandboxed worker; torch is imported lazily.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from opcheck.core.errors import TraceError
+from opcheck.tracers import runtime
+
+DEVICE = runtime.DEVICE
+# Lower-precision autocast policy on the device. torch core registers no AutocastPrivateUse1
+# kernels (torch_npu does, in C++); these are the CUDA cast lists of torch's AMP documentation,
+# which torch_npu's lists follow for the aten ops it shares with CUDA.
+AUTOCAST_LOWER = (
+    "_convolution", "conv1d", "conv2d", "conv3d", "conv_tbc", "conv_transpose1d",
+    "conv_transpose2d", "conv_transpose3d", "convolution", "prelu", "addmm", "addmv", "addr",
+    "matmul", "einsum", "mm", "mv", "linear", "addbmm", "baddbmm", "bmm", "chain_matmul",
+    "linalg_multi_dot", "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell", "lstm_cell",
+    "gru_cell", "rnn_tanh_cell", "rnn_relu_cell", "scaled_dot_product_attention",
+)  # fmt: skip
+AUTOCAST_FP32 = (
+    "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p",
+    "reciprocal", "rsqrt", "sinh", "tan", "pow", "softplus", "layer_norm", "group_norm",
+    "frobenius_norm", "nuclear_norm", "cosine_similarity", "poisson_nll_loss",
+    "cosine_embedding_loss", "nll_loss", "nll_loss2d", "hinge_embedding_loss", "kl_div",
+    "l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss", "margin_ranking_loss",
+    "multilabel_margin_loss", "soft_margin_loss", "triplet_margin_loss", "multi_margin_loss",
+    "binary_cross_entropy_with_logits", "dist", "pdist", "cdist", "renorm", "logsumexp",
+    "sum", "prod", "cumprod", "cumsum", "softmax", "log_softmax", "cross_entropy_loss", "norm",
+)  # fmt: skip
+_WRAPPER_STORAGE_BYTES = 1 << 46
+
+
+class Session:
+    """One recorded run: the recorder, where the script is (module path, phase) and the
+    callbacks the step budget listens to. Only one is active per process."""
+
+    def __init__(self, recorder: runtime.Recorder) -> None:
+        self.recorder = recorder
+        self.notes: list[str] = []
+        self.on_forward_start: Callable[[Any], None] | None = None
+        self.on_optimizer_step: Callable[[Any], None] | None = None
+        self._names: dict[int, dict[int, str]] = {}  # top module id -> {module id: path}
+        self._tops: list[Any] = []  # the top modules of the running forward calls
+        self._main = threading.main_thread()
+
+    # ------------------------------------------------------------ module paths
+
+    def _pre(self, mod: Any, _args: Any) -> None:
+        rec = self.recorder
+        if not self._tops:
+            self._tops.append(mod)
+            if self.on_forward_start is not None:
+                self.on_forward_start(mod)
+            names = self._names.get(id(mod))
+            if names is None:
+                names = self._names[id(mod)] = {id(m): n for n, m in mod.named_modules()}
+        else:
+            self._tops.append(self._tops[-1])
+            names = self._names.get(id(self._tops[0]), {})
+        rec.module_stack.append(names.get(id(mod)) or type(mod).__name__)
+
+    def _post(self, mod: Any, _args: Any, _out: Any) -> None:
+        if self._tops:
+            self._tops.pop()
+        if self.recorder.module_stack:
+            self.recorder.module_stack.pop()
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        rec = self.recorder
+        before = rec.phase
+        if before == name:
+            yield
+            return
+        rec.phase = name
+        if rec.stream is not None:
+            rec.stream.event({"phase": name or "forward"})
+        try:
+            yield
+        finally:
+            rec.phase = before
+            if rec.stream is not None:
+                rec.stream.event({"phase": before or "forward"})
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        """Hooks that track where the script is: global module hooks (hooks on the modules
+        would turn off fast paths), autograd and optimizer-step phases."""
+        import torch
+        from torch.nn.modules.module import (
+            register_module_forward_hook,
+            register_module_forward_pre_hook,
+        )
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
+
+        if _SESSION:
+            raise TraceError("a recorded device session is already running in this process")
+        install()
+        steps: list[contextlib.ExitStack] = []
+
+        def opt_pre(*_: Any) -> None:
+            stack = contextlib.ExitStack()
+            stack.enter_context(self.phase("optimizer"))
+            steps.append(stack)
+
+        def opt_post(optimizer: Any, *_: Any) -> None:
+            if steps:
+                steps.pop().close()
+            if self.on_optimizer_step is not None and not steps:
+                self.on_optimizer_step(optimizer)
+
+        backward, grad = torch.autograd.backward, torch.autograd.grad
+
+        def run_backward(*args: Any, **kwargs: Any) -> Any:
+            with self.phase("backward"):
+                return backward(*args, **kwargs)
+
+        def run_grad(*args: Any, **kwargs: Any) -> Any:
+            with self.phase("backward"):
+                return grad(*args, **kwargs)
+
+        handles = [
+            register_module_forward_pre_hook(self._pre),
+            register_module_forward_hook(self._post, always_call=True),
+            register_optimizer_step_pre_hook(opt_pre),
+            register_optimizer_step_post_hook(opt_post),
+        ]
+        torch.autograd.backward, torch.autograd.grad = run_backward, run_grad
+        _SESSION.append(self)
+        runtime._ACTIVE.append((None, self.recorder))  # the composite kernels' recorder
+        try:
+            with runtime._watch_functions(self.recorder):
+                yield
+        finally:
+            runtime._ACTIVE.pop()
+            _SESSION.pop()
+            torch.autograd.backward, torch.autograd.grad = backward, grad
+            for h in handles:
+                h.remove()
+            for stack in steps:
+                stack.close()
+
+
+_SESSION: list[Session] = []
+_INSTALLED: list[Any] = []  # torch.library.Library objects kept alive
+_CLASS: list[Any] = []
+
+
+def tensor_class() -> Any:
+    """The wrapper subclass (built once, on first use: torch is imported lazily)."""
+    if _CLASS:
+        return _CLASS[0]
+    import torch
+
+    class NpuTensor(torch.Tensor):
+        """An ``npu`` tensor holding a real CPU tensor (``elem``)."""
+
+        elem: torch.Tensor
+        # No __torch_function__ override: has_torch_function() stays false, so fast paths
+        # (TransformerEncoderLayer) are taken as they would be on a real backend.
+        __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
+
+        @staticmethod
+        def __new__(cls, elem: torch.Tensor) -> Any:
+            # The wrapper's storage is never read (it has no data); its declared size only
+            # bounds the sizes _sync_metadata may give the wrapper when an out= or in-place op
+            # resizes the CPU tensor behind it.
+            r = torch.Tensor._make_wrapper_subclass(
+                cls, elem.size(), strides=elem.stride(),
+                storage_offset=elem.storage_offset(), dtype=elem.dtype, layout=elem.layout,
+                device=torch.device(DEVICE, 0), requires_grad=elem.requires_grad,
+                storage_size=_WRAPPER_STORAGE_BYTES,
+            )  # fmt: skip
+            r.elem = elem
+            return r
+
+        def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
+            return f"{self.elem!r}".replace("tensor(", "npu_tensor(", 1)
+
+        @classmethod
+        def __torch_dispatch__(  # type: ignore[override]
+            cls, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            return dispatch(func, args, kwargs or {})
+
+        def tolist(self) -> Any:
+            # the C++ method refuses subclasses; on a device, tolist copies to the host first
+            return self.to("cpu").tolist()
+
+        def __reduce_ex__(self, protocol: Any) -> Any:
+            # torch.save of an npu tensor stores its data as a CPU tensor: loadable with
+            # weights_only, and torch.load(map_location="cuda"/"npu") moves it back
+            return self.elem.__reduce_ex__(protocol)  # type: ignore[no-untyped-call]
+
+    _CLASS.append(NpuTensor)
+    return NpuTensor
+
+
+def wrap(t: Any) -> Any:
+    """An ``npu`` tensor holding the CPU tensor ``t`` (autograd lives on the wrapper)."""
+    return tensor_class()(t.detach() if t.requires_grad else t)
+
+
+def _unwrap(x: Any) -> Any:
+    cls = _CLASS[0] if _CLASS else None
+    if cls is not None and type(x) is cls:
+        return x.elem
+    if isinstance(x, (list, tuple)):
+        return type(x)(_unwrap(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _unwrap(v) for k, v in x.items()}
+    if _is_device(x):
+        import torch
+
+        return torch.device("cpu")
+    return x
+
+
+def _is_device(x: Any) -> bool:
+    t = getattr(x, "type", None)
+    return t == DEVICE and type(x).__name__ == "device"
+
+
+def _touches_device(args: Any, kwargs: Any) -> bool:
+    cls = _CLASS[0] if _CLASS else None
+    stack: list[Any] = [args, kwargs]
+    while stack:
+        x = stack.pop()
+        if cls is not None and type(x) is cls:
+            return True
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+    return False
+
+
+def _target_is_device(args: Any, kwargs: Any) -> bool:
+    """Where the outputs live: the ``device`` argument when there is one, else the inputs'."""
+    dev = kwargs.get("device")
+    if dev is not None:
+        return _is_device(dev)
+    return _touches_device(args, kwargs)
+
+
+def _rewrap(out: Any, inputs: dict[int, Any], on_device: bool) -> Any:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        same = inputs.get(id(out))
+        if same is not None:  # in-place / out= ops return their argument itself
+            return same
+        return wrap(out) if on_device else out
+    if isinstance(out, (list, tuple)):
+        return type(out)(_rewrap(v, inputs, on_device) for v in out)
+    return out
+
+
+def _inputs_by_elem(args: Any, kwargs: Any) -> dict[int, Any]:
+    import torch
+
+    cls = _CLASS[0]
+    found: dict[int, Any] = {}
+    stack: list[Any] = [args, kwargs]
+    while stack:
+        x = stack.pop()
+        if type(x) is cls:
+            found[id(x.elem)] = x
+        elif isinstance(x, torch.Tensor):
+            found[id(x)] = x
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+    return found
+
+
+def dispatch(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    """Run ``func`` on the CPU tensors behind its ``npu`` arguments and record it."""
+    rec = _SESSION[-1].recorder if _SESSION else None
+    on_device = _target_is_device(args, kwargs)
+    if runtime.is_composite_implicit(func) and on_device:
+        # Inference mode skips the autograd keys, so composite ops arrive here whole; a backend
+        # without a kernel for them decomposes them at its own key.
+        reshape = rec is not None and func.name() == "aten::reshape"
+        if reshape:
+            rec.context.append("reshape")  # type: ignore[union-attr]
+        try:
+            with runtime._as_parent(rec, func, args, kwargs):
+                return runtime.decompose(func, args, kwargs)
+        finally:
+            if reshape:
+                rec.context.pop()  # type: ignore[union-attr]
+    inputs = _inputs_by_elem(args, kwargs)
+    try:
+        raw = func(*_unwrap(args), **_unwrap(kwargs))
+    except BaseException:
+        if rec is not None and on_device:
+            _record(rec, func, args, kwargs)  # the op the script failed in is still listed
+        raise
+    if func._schema.is_mutable:
+        _sync_metadata(inputs)
+    out = _rewrap(raw, inputs, on_device)
+    if rec is not None and on_device:
+        _record(rec, func, args, kwargs, out)
+    return out
+
+
+def _record(rec: runtime.Recorder, func: Any, args: Any, kwargs: Any, out: Any = None) -> None:
+    import torch
+
+    node = torch._C._current_autograd_node()
+    rec.in_node = 1 if node is not None else 0
+    if rec.phase == "" and threading.current_thread() is not threading.main_thread():
+        # the autograd engine's device thread outside a patched backward() call
+        with _SESSION[-1].phase("backward"):
+            rec.record(func, args, kwargs, out=out)
+        return
+    rec.record(func, args, kwargs, out=out)
+
+
+def _sync_metadata(inputs: dict[int, Any]) -> None:
+    """Give wrappers the sizes their CPU tensor now has (out= ops resize their output;
+    ``unsqueeze_`` and friends restride in place): a metadata-only ``as_strided_`` on the
+    wrapper itself, below autograd and Python dispatch."""
+    import torch
+
+    cls = _CLASS[0]
+    for w in inputs.values():
+        if type(w) is not cls:
+            continue
+        e = w.elem
+        if (w.shape, w.stride(), w.storage_offset()) == (e.shape, e.stride(), e.storage_offset()):
+            continue
+        with torch._C._DisableTorchDispatch(), torch._C._AutoDispatchBelowADInplaceOrView():
+            torch.ops.aten.as_strided_.default(w, e.size(), e.stride(), e.storage_offset())
+
+
+# ---------------------------------------------------------------- kernels on the device key
+
+
+def install() -> None:
+    """Rename PrivateUse1 to ``npu`` and register the device's kernels (once per process)."""
+    if _INSTALLED:
+        return
+    import torch
+
+    runtime.setup_device()
+    _device_module(getattr(torch, DEVICE))
+    cls = tensor_class()
+    lib = torch.library.Library("aten", "IMPL")  # type: ignore[no-untyped-call]
+
+    def record(func: Any, args: Any, out: Any = None) -> None:
+        if _SESSION:
+            _record(_SESSION[-1].recorder, func, args, {}, out)
+
+    def empty_memory_format(size: Any, dtype: Any = None, layout: Any = None,
+                            device: Any = None, pin_memory: Any = None,
+                            memory_format: Any = None) -> Any:  # fmt: skip
+        out = wrap(torch.empty(size, dtype=dtype, memory_format=memory_format))
+        record(torch.ops.aten.empty.memory_format, (), out)
+        return out
+
+    def empty_strided(size: Any, stride: Any, dtype: Any = None, layout: Any = None,
+                      device: Any = None, pin_memory: Any = None) -> Any:  # fmt: skip
+        out = wrap(torch.empty_strided(size, stride, dtype=dtype))
+        record(torch.ops.aten.empty_strided.default, (), out)
+        return out
+
+    def copy_(self: Any, src: Any, non_blocking: bool = False) -> Any:
+        # reached with the Python key excluded (torch.tensor(data, device=npu))
+        _plain(self).copy_(_plain(src))
+        record(torch.ops.aten.copy_.default, (self, src), self)
+        return self
+
+    def copy_from(self: Any, dst: Any, non_blocking: bool = False) -> Any:
+        _plain(dst).copy_(_plain(self))
+        return dst
+
+    def reshape(self: Any, shape: Any) -> Any:
+        # reshape's own composite kernel, in the context that renames the view a subclass
+        # takes to the _reshape_alias a real backend receives (runtime.SUBCLASS_BRANCHES)
+        rec = _SESSION[-1].recorder if _SESSION else None
+        if rec is not None:
+            rec.context.append("reshape")
+        try:
+            return runtime.decompose(torch.ops.aten.reshape.default, (self, shape), {})
+        finally:
+            if rec is not None:
+                rec.context.pop()
+
+    lib.impl("empty.memory_format", empty_memory_format, "PrivateUse1")  # type: ignore[no-untyped-call]
+    lib.impl("empty_strided", empty_strided, "PrivateUse1")  # type: ignore[no-untyped-call]
+    lib.impl("copy_", copy_, "PrivateUse1")  # type: ignore[no-untyped-call]
+    lib.impl("_copy_from", copy_from, "PrivateUse1")  # type: ignore[no-untyped-call]
+    lib.impl("reshape", reshape, "AutogradPrivateUse1")  # type: ignore[no-untyped-call]
+    _INSTALLED.append(lib)
+
+    fallback = torch.library.Library("_", "IMPL")  # type: ignore[no-untyped-call]
+
+    def device_fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
+        # any other op reaching PrivateUse1 with the Python key off: same path as dispatch
+        return dispatch(op, args, kwargs)
+
+    try:
+        fallback.fallback(device_fallback, "PrivateUse1")  # type: ignore[no-untyped-call]
+        _INSTALLED.append(fallback)
+    except (RuntimeError, AttributeError):  # an older torch without Python fallbacks
+        pass
+    _install_explicit_kernels(lib)
+    _install_autocast()
+    # Optimizers pick the foreach path only for plain Tensor/Parameter types on a foreach
+    # device; an npu parameter is this subclass, which a real backend's tensors are not.
+    from torch.optim import optimizer as _opt
+
+    if cls not in _opt._foreach_supported_types:
+        _opt._foreach_supported_types.append(cls)
+    from torch.utils import _foreach_utils
+
+    supported = getattr(_foreach_utils, "_foreach_supported_types", None)
+    if isinstance(supported, list) and cls not in supported:
+        supported.append(cls)
+
+
+def _install_explicit_kernels(lib: Any) -> None:
+    """Kernels on the device key for the CompositeExplicitAutograd ops that have none.
+
+    Factory functions (``randn(..., device=npu)``, ``arange``, ``full``) and ``_to_copy`` to the
+    device reach PrivateUse1 through BackendSelect with no ``npu`` tensor argument, so the
+    wrapper's ``__torch_dispatch__`` never sees them: without these kernels they would run
+    their composite kernel and be recorded as ``empty`` + ``normal_``. A backend receives
+    them whole (torch_npu registers many; the C++ reference backend records them too).
+    """
+    import torch
+
+    def has(name: str, key: str) -> bool:
+        return bool(torch._C._dispatch_has_kernel_for_dispatch_key(name, key))
+
+    for full in torch._C._dispatch_get_all_op_names():
+        if not full.startswith("aten::") or has(full, "CompositeImplicitAutograd"):
+            continue
+        if has(full, "PrivateUse1"):
+            continue
+        if not (has(full, "CompositeExplicitAutograd")
+                or has(full, "CompositeExplicitAutogradNonFunctional")):  # fmt: skip
+            continue
+        func = runtime._overload(full)
+        if func is None:
+            continue
+        with contextlib.suppress(RuntimeError):
+            lib.impl(full.removeprefix("aten::"), _explicit_kernel(func), "PrivateUse1")
+
+
+def _explicit_kernel(func: Any) -> Callable[..., Any]:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        return dispatch(func, args, kwargs)
+
+    return kernel
+
+
+def _device_module(module: Any) -> None:
+    """What ``torch.npu`` answers (torch_npu's module, one device): autocast asks for the
+    supported dtypes, scripts for availability and counts."""
+    import torch
+
+    def nothing(*_: Any, **__: Any) -> None:
+        return None
+
+    answers: dict[str, Any] = {
+        "get_amp_supported_dtype": lambda: [torch.float16, torch.bfloat16],
+        "is_available": lambda: True,
+        "device_count": lambda: 1,
+        "current_device": lambda: 0,
+        "is_bf16_supported": lambda *_, **__: True,
+        "is_initialized": lambda: True,
+        "set_device": nothing,
+        "synchronize": nothing,
+        "empty_cache": nothing,
+        "manual_seed": lambda seed: torch.manual_seed(seed),
+        "manual_seed_all": lambda seed: torch.manual_seed(seed),
+        "seed": nothing,
+        "seed_all": nothing,
+        "get_device_name": lambda *_: "Ascend NPU (opcheck recorded device)",
+        "get_device_capability": lambda *_: (8, 0),
+        "memory_allocated": lambda *_: 0,
+        "max_memory_allocated": lambda *_: 0,
+        "memory_reserved": lambda *_: 0,
+        "max_memory_reserved": lambda *_: 0,
+        "reset_peak_memory_stats": nothing,
+        "reset_max_memory_allocated": nothing,
+    }
+    for name, fn in answers.items():
+        if not hasattr(module, name):
+            setattr(module, name, fn)
+
+
+def _plain(x: Any) -> Any:
+    cls = _CLASS[0]
+    return x.elem if type(x) is cls else x
+
+
+def _install_autocast() -> None:
+    """AutocastPrivateUse1 kernels: cast floating ``npu`` arguments as autocast would."""
+    import torch
+
+    # torch core registers no AutocastPrivateUse1 fallthrough: without it every op fails
+    # under autocast("npu")
+    through = torch.library.Library("_", "IMPL")  # type: ignore[no-untyped-call]
+    with contextlib.suppress(RuntimeError):
+        through.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")  # type: ignore[no-untyped-call]
+        _INSTALLED.append(through)
+    lib = torch.library.Library("aten", "IMPL")  # type: ignore[no-untyped-call]
+    exclude = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)  # type: ignore[attr-defined]
+
+    def make(packet: Any, overload: str, lower: bool) -> Callable[..., Any]:
+        func = getattr(packet, overload)
+
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            target = torch.get_autocast_dtype(DEVICE) if lower else torch.float32
+            with torch._C._ExcludeDispatchKeyGuard(exclude):
+                args, kwargs = _cast((args, kwargs), target)
+                return func(*args, **kwargs)
+
+        return kernel
+
+    for names, lower in ((AUTOCAST_LOWER, True), (AUTOCAST_FP32, False)):
+        for name in names:
+            packet = getattr(torch.ops.aten, name, None)
+            if packet is None:
+                continue
+            for overload in packet.overloads():
+                full = f"aten::{name}" + (f".{overload}" if overload != "default" else "")
+                fn = getattr(packet, overload)
+                if any(a.alias_info is not None and a.alias_info.is_write
+                       for a in fn._schema.arguments):  # fmt: skip
+                    continue  # out= and in-place variants are not autocast
+                if not torch._C._dispatch_has_kernel(full):
+                    continue
+                with contextlib.suppress(RuntimeError):
+                    lib.impl(  # type: ignore[no-untyped-call]
+                        name + (f".{overload}" if overload != "default" else ""),
+                        make(packet, overload, lower), "AutocastPrivateUse1",
+                    )  # fmt: skip
+    _INSTALLED.append(lib)
+
+
+def _cast(x: Any, dtype: Any) -> Any:
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        # float64 is left alone, as autocast does
+        eligible = x.device.type == DEVICE and x.is_floating_point()
+        if eligible and x.dtype not in (torch.float64, dtype):
+            return x.to(dtype)
+        return x
+    if isinstance(x, (list, tuple)):
+        return type(x)(_cast(v, dtype) for v in x)
+    if isinstance(x, dict):
+        return {k: _cast(v, dtype) for k, v in x.items()}
+    return x
