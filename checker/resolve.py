@@ -1,6 +1,6 @@
 """The resolver: the only place that decides an op's status on a release.
 
-Order follows the dispatcher (see DOMAIN.md): an NPU kernel registered by torch_npu wins;
+Order follows the dispatcher (README: "What the statuses mean"): an NPU kernel registered by torch_npu wins;
 otherwise CompositeImplicitAutograd ops decompose above the backend, composite-explicit and
 structured ops run generic code whose callees are resolved recursively; otherwise the boxed
 CPU fallback (torch ≥ 2.1) or an error (older releases, sparse ops, fallback disabled).

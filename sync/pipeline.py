@@ -128,7 +128,7 @@ def live_wheels(source: Source, wanted: list[str] | None) -> list[str]:
     if wanted is not None:
         return wanted
     matrix, _tags, _tables = load_matrix(source)
-    # torch-npu wheels are published from 2.1.0.post8 on (DOMAIN.md).
+    # torch-npu wheels are published on the package index from 2.1.0.post8 on.
     return [r.torch_npu_version for r in matrix.rows
             if release_key(r.torch_npu_version) >= release_key("2.1.0.post8")]
 
