@@ -27,7 +27,6 @@ import importlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +38,7 @@ from typing import Any
 from opcheck.contrib.workarounds import EDGE_CASES, EdgeCase, Rewrite, Workaround
 from opcheck.core.errors import CatalogError
 from opcheck.core.opname import canonical
-from opcheck.tracers.sandbox import MIN_MEMORY_MB, kill_group, set_limits
+from opcheck.tracers.sandbox import MIN_MEMORY_MB, looks_oom, run_limited
 
 TraceOps = Callable[[Callable[..., Any], Sequence[tuple[tuple[Any, ...], dict[str, Any]]]], set[str]]
 OpStatus = Callable[[str, str], str]
@@ -471,9 +470,7 @@ DEFAULT_MEMORY_MB = 4096
 
 
 def _child_failure(code: int | None, tail: str, memory_mb: int) -> str:
-    low = tail.lower()
-    if code == -signal.SIGKILL or "memoryerror" in low or "cannot allocate memory" in low \
-            or "bad_alloc" in low:
+    if looks_oom(code, tail):
         return f"ran out of memory (limit {memory_mb} MB; raise --memory-mb)"
     if code is not None and code < 0:
         return f"the entry's process died ({signal.Signals(-code).name})"
@@ -510,32 +507,22 @@ def verify_isolated(
         req.write_text(json.dumps({"entry": entry.model_dump(mode="json"),
                                    "fake_npu": fake_npu}), encoding="utf-8")
         env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-        proc = subprocess.Popen(
+        child = run_limited(
             [sys.executable, "-m", "opcheck.contrib.verify", str(req), str(out)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            cwd=tmp, env=env, start_new_session=True,
-            # preexec_fn: the limit must hold before the child runs any of the entry's code
-            preexec_fn=lambda: set_limits(memory_mb),
+            cwd=tmp, env=env, timeout=timeout, memory_mb=memory_mb,
         )
-        try:
-            _, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_group(proc)
-            proc.communicate()
+        if child.returncode is None:
             result.problems.append(f"{entry.id}: timed out after {timeout:g} s (a loop in "
                                    "inputs() or replacement() that does not end?)")
             result.seconds = time.perf_counter() - start
             return result
-        except BaseException:
-            kill_group(proc)
-            raise
-        tail = err.decode("utf-8", "replace")[-4000:]
+        tail = child.stderr[-4000:]
         try:
             doc = json.loads(out.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
             doc = None
     if not isinstance(doc, dict):
-        result.problems.append(f"{entry.id}: {_child_failure(proc.returncode, tail, memory_mb)}")
+        result.problems.append(f"{entry.id}: {_child_failure(child.returncode, tail, memory_mb)}")
     elif doc.get("oom"):
         result.problems.append(f"{entry.id}: ran out of memory (limit {memory_mb} MB; "
                                "raise --memory-mb)")

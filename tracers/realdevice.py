@@ -309,15 +309,9 @@ def dispatch(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     if runtime.is_composite_implicit(func) and on_device:
         # Inference mode skips the autograd keys, so composite ops arrive here whole; a backend
         # without a kernel for them decomposes them at its own key.
-        reshape = rec is not None and func.name() == "aten::reshape"
-        if reshape:
-            rec.context.append("reshape")  # type: ignore[union-attr]
-        try:
-            with runtime._as_parent(rec, func, args, kwargs):
-                return runtime.decompose(func, args, kwargs)
-        finally:
-            if reshape:
-                rec.context.pop()  # type: ignore[union-attr]
+        context = "reshape" if func.name() == "aten::reshape" else ""
+        with runtime.in_context(rec, context), runtime._as_parent(rec, func, args, kwargs):
+            return runtime.decompose(func, args, kwargs)
     inputs = _inputs_by_elem(args, kwargs)
     try:
         raw = func(*_unwrap(args), **_unwrap(kwargs))
@@ -407,14 +401,8 @@ def install() -> None:
     def reshape(self: Any, shape: Any) -> Any:
         # reshape's own composite kernel, in the context that renames the view a subclass
         # takes to the _reshape_alias a real backend receives (runtime.SUBCLASS_BRANCHES)
-        rec = _SESSION[-1].recorder if _SESSION else None
-        if rec is not None:
-            rec.context.append("reshape")
-        try:
+        with runtime.in_context(_SESSION[-1].recorder if _SESSION else None, "reshape"):
             return runtime.decompose(torch.ops.aten.reshape.default, (self, shape), {})
-        finally:
-            if rec is not None:
-                rec.context.pop()
 
     lib.impl("empty.memory_format", empty_memory_format, "PrivateUse1")  # type: ignore[no-untyped-call]
     lib.impl("empty_strided", empty_strided, "PrivateUse1")  # type: ignore[no-untyped-call]

@@ -95,6 +95,20 @@ def _shape(t: Any) -> list[int]:
     return out
 
 
+@contextlib.contextmanager
+def in_context(rec: Recorder | None, name: str) -> Iterator[None]:
+    """Mark ``rec`` as inside ``name``, a torch function whose ops a subclass sees differently
+    (SUBCLASS_BRANCHES), while the block runs; nothing without a recorder or a name."""
+    if rec is None or not name:
+        yield
+        return
+    rec.context.append(name)
+    try:
+        yield
+    finally:
+        rec.context.pop()
+
+
 class Recorder:
     """Collects OpUse rows; the dispatch mode and hooks feed it."""
 
@@ -467,15 +481,10 @@ def _make_mode(recorder: Recorder) -> Any:
                 # Inference mode skips the autograd keys, so composite ops arrive here whole;
                 # a backend without a kernel for them decomposes them at its own key.
                 context = "reshape" if func.name() == "aten::reshape" else ""
-                if context:
-                    recorder.context.append(context)
-                try:
-                    with self, _as_parent(recorder, func, args, kwargs) as result:
-                        result.append(decompose(func, args, kwargs))
-                        return result[0]
-                finally:
-                    if context:
-                        recorder.context.pop()
+                with in_context(recorder, context), self, \
+                        _as_parent(recorder, func, args, kwargs) as result:
+                    result.append(decompose(func, args, kwargs))
+                    return result[0]
             try:
                 out = func(*args, **kwargs)
             except Exception:
@@ -528,11 +537,8 @@ def _watch_functions(recorder: Recorder) -> Iterator[None]:
 
     @functools.wraps(original)
     def sdpa(*args: Any, **kwargs: Any) -> Any:
-        recorder.context.append("scaled_dot_product_attention")
-        try:
+        with in_context(recorder, "scaled_dot_product_attention"):
             return original(*args, **kwargs)
-        finally:
-            recorder.context.pop()
 
     F.scaled_dot_product_attention = sdpa
     try:
@@ -607,14 +613,8 @@ def _install_escape_kernels() -> None:
         # Runs reshape's own CompositeImplicit kernel, only marking the context so the view it
         # takes on a subclass is recorded as the _reshape_alias a real backend receives. Every
         # reshape of an npu tensor passes here (Python calls and C++ composites alike).
-        rec = _ACTIVE[-1][1] if _ACTIVE else None
-        if rec is not None:
-            rec.context.append("reshape")
-        try:
+        with in_context(_ACTIVE[-1][1] if _ACTIVE else None, "reshape"):
             return torch.ops.aten.reshape.default.decompose(self, shape)
-        finally:
-            if rec is not None:
-                rec.context.pop()
 
     lib.impl("reshape", reshape, "AutogradPrivateUse1")  # type: ignore[no-untyped-call]
     lib.impl("empty_strided", empty_strided, "PrivateUse1")  # type: ignore[no-untyped-call]

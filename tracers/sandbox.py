@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,39 @@ def set_limits(memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+@dataclass(frozen=True)
+class ChildRun:
+    returncode: int | None  # None: killed at the timeout
+    stderr: str
+
+
+def run_limited(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float,
+                memory_mb: int) -> ChildRun:
+    """Run ``argv`` in its own process group under an address-space limit; kill the whole
+    group at the timeout (or when the caller is interrupted)."""
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,  # so a timeout kills the whole process group
+        # preexec_fn (not a wrapper script): the limit must be in place before python starts
+        preexec_fn=lambda: set_limits(memory_mb),
+    )
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        proc.communicate()
+        return ChildRun(None, "")
+    except BaseException:
+        kill_group(proc)
+        raise
+    return ChildRun(proc.returncode, err.decode("utf-8", "replace"))
+
+
 def run_worker(
     request: dict[str, Any],
     *,
@@ -55,29 +89,15 @@ def run_worker(
         child_env = dict(os.environ if env is None else env)
         # a model's own prints and warnings must not reach the parent's stdout
         child_env.setdefault("PYTHONWARNINGS", "ignore")
-        proc = subprocess.Popen(
+        child = run_limited(
             [sys.executable, "-m", "opcheck.tracers.worker", str(req), str(out)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            cwd=tmp,
-            env=child_env,
-            start_new_session=True,  # so a timeout kills the whole process group
-            # preexec_fn (not a wrapper script): the limit must be in place before python starts
-            preexec_fn=lambda: set_limits(memory_mb),
+            cwd=tmp, env=child_env, timeout=timeout, memory_mb=memory_mb,
         )
-        try:
-            _, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_group(proc)
-            proc.communicate()
+        if child.returncode is None:
             return _stopped(
                 records, request, f"tracing timed out after {timeout:g} s (raise --timeout)"
             )
-        except BaseException:
-            kill_group(proc)
-            raise
-        tail = err.decode("utf-8", "replace")[-STDERR_TAIL:]
+        tail = child.stderr[-STDERR_TAIL:]
         if out.is_file():
             try:
                 result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
@@ -88,16 +108,16 @@ def run_worker(
                     f"tracing ran out of memory (limit {memory_mb} MB; raise --memory-mb)"
                 )
             return result
-        if _looks_oom(proc.returncode, tail):
+        if looks_oom(child.returncode, tail):
             why = f"tracing ran out of memory (limit {memory_mb} MB; raise --memory-mb)"
-        elif proc.returncode < 0:
-            sig = signal.Signals(-proc.returncode).name
+        elif child.returncode < 0:
+            sig = signal.Signals(-child.returncode).name
             site = _crash_site(tail)
             why = f"tracer worker crashed ({sig})" + (
                 f" in {site}" if site else _last_line(tail)
             )
         else:
-            why = f"tracer worker exited with code {proc.returncode}{_last_line(tail)}"
+            why = f"tracer worker exited with code {child.returncode}{_last_line(tail)}"
         return _stopped(records, request, why)
 
 
@@ -142,7 +162,7 @@ def read_stream(path: Path, *, label: str = "") -> dict[str, Any] | None:
             "ir": "runtime-dispatch", "ops": ops, "complete": False, "stopped": stopped}  # fmt: skip
 
 
-def _looks_oom(code: int | None, tail: str) -> bool:
+def looks_oom(code: int | None, tail: str) -> bool:
     t = tail.lower()
     return (
         code == -signal.SIGKILL
