@@ -1,7 +1,8 @@
 """``opcheck zoo`` benchmark: trace time per model and the whole zoo against every release.
 
-Each model is traced in its own sandboxed process (that includes ``import torch`` and, for the
-transformers models, ``import transformers``: the per-model figure is what a user waits for).
+Each model is traced in its own sandboxed process, forked from one template process that
+imported torch and transformers' model base once (opcheck.tracers.sandbox.shared_imports): the
+first model's figure includes the template's imports it waited for, the others do not.
 The whole-zoo figure adds checking every op list against every release with a kernel list.
 No target is set for it; the figures are for comparison between changes.
 Run: .venv/bin/python benchmarks/bench_zoo.py [--jobs 2]
@@ -32,7 +33,7 @@ def main() -> None:
         one = zoo.run_zoo(cat, None, jobs=1)
         serial = time.perf_counter() - start
         for name in one.models:
-            print(f"{name}: trace {one.seconds[name]:.2f} s (sandboxed process, imports included)")
+            print(f"{name}: trace {one.seconds[name]:.2f} s (forked sandbox process)")
         start = time.perf_counter()
         result = zoo.run_zoo(cat, None, jobs=args.jobs)
         took = time.perf_counter() - start

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from opcheck.checker.levels import received
 from opcheck.checker.resolve import Resolver
+from opcheck.checker.target import describe as describe_target
 from opcheck.core.errors import UsageError
 from opcheck.core.oplist import OpList, OpUse
 from opcheck.core.versions import torch_minor
@@ -21,7 +22,9 @@ from opcheck.core.vocab import FailOn, Status, Verdict
 from opcheck.db.catalog import Catalog, ReleaseInfo
 
 # 2: `complete`/`stopped`, verdict INCOMPLETE, ops[].decomposition_of, restrictions[].inferred
-REPORT_SCHEMA_VERSION = 2
+# 3: restrictions[].source (api_docs | cann), param, products_failing, products_fine, error,
+#    basis, slow (the aclnn contract); target.cann_paired, cann_basis; graph (--graph)
+REPORT_SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,16 @@ class Restriction:
     unsupported: bool = False  # the doc says the API is not supported there
     # the API was not recorded by the trace but guessed through the API → ATen link
     inferred: bool = False
+    # where the limit comes from: "api_docs" (torch_npu's per-API docs) or "cann" (the aclnn
+    # function's contract in CANN's operator docs)
+    source: str = "api_docs"
+    param: str = ""  # the aclnn parameter the limit is about (cann)
+    products_failing: tuple[str, ...] = ()  # cann: products where the call is rejected
+    products_fine: tuple[str, ...] = ()  # cann: products where it is accepted
+    error: str = ""  # the return code the user would see, e.g. "161002 ACLNN_ERR_PARAM_INVALID"
+    # what the facts are: "CANN 9.1.0 docs", or "inferred from CANN 9.0.0 docs (...)"
+    basis: str = ""
+    slow: bool = False  # a performance hint (slow path), not a failure
 
     @property
     def violated(self) -> bool:
@@ -90,6 +103,7 @@ class Report:
     matrix: dict[str, Any] | None = None  # --all-releases
     complete: bool = True  # False: the op list stopped before the end of the program
     stopped: str = ""
+    graph: dict[str, Any] | None = None  # --graph: torchair graph mode (opcheck.checker.graph)
 
     @property
     def problems(self) -> list[Finding]:
@@ -100,6 +114,8 @@ class Report:
         doc.update(asdict(self))
         if self.matrix is None:
             doc.pop("matrix")
+        if self.graph is None:
+            doc.pop("graph")
         return doc
 
 
@@ -148,11 +164,18 @@ def check(
     cpu_fallback: bool = True,
     workarounds: WorkaroundLookup | None = None,
     restrictions: RestrictionLookup | None = None,
+    cann: str | None = None,
 ) -> Report:
+    """``cann``: the CANN version the user named; the report keeps it as the target's and
+    warns when the release pairs with another (opcheck.checker.target)."""
     resolver = Resolver(cat, target.torch_npu, cpu_fallback=cpu_fallback)
     level = received(oplist, resolver)
     uses = level.ops
     resolutions = resolver.resolve_many([u.op for u in uses])
+    # Limits are judged on the CANN the user named (the aclnn contract is per CANN version),
+    # the release's paired CANN otherwise.
+    target_doc, target_warnings = describe_target(target, cann)
+    judged_on = replace(target, cann=target_doc["cann"]) if cann else target
     findings = []
     for use, res in zip(uses, resolutions, strict=True):
         f = Finding(
@@ -163,7 +186,7 @@ def check(
             first_npu_release_any=res.first_npu_any, decomposition_of=list(use.via),
         )
         if restrictions is not None:
-            f.restrictions = restrictions(use, target)
+            f.restrictions = restrictions(use, judged_on)
             f.restricted = any(r.violated for r in f.restrictions)
         if workarounds is not None and (f.status.is_problem or f.restricted):
             # Entries may name the op the model calls or the one at the end of its chain
@@ -187,6 +210,7 @@ def check(
             f"INCOMPLETE: the program stopped before its end ({why}); the ops after that point "
             f"were not checked. For a complete answer {how}"
         )
+    warnings += target_warnings  # after INCOMPLETE: the op list comes first
     if oplist.torch_version:
         try:
             traced, wanted = torch_minor(oplist.torch_version), target.torch_minor
@@ -207,9 +231,7 @@ def check(
         )
     return Report(
         model=oplist.model, method=oplist.method, ir=oplist.ir,
-        target={"torch_npu": target.torch_npu, "torch": target.torch, "cann": target.cann,
-                "train": target.train, "pythons": target.pythons,
-                "kernel_source": target.kernel_source},
+        target=target_doc,
         verdict=verdict_of(findings, complete=oplist.complete),
         fallback_calls=sum(f.count for f in findings if f.status is Status.CPU_FALLBACK),
         counts={s.value: counts.get(s, 0) for s in Status},

@@ -16,6 +16,8 @@ from typing import Any
 from sqlalchemy import text
 
 from opcheck.checker.check import WorkaroundLookup
+from opcheck.checker.contract import aclnn_summary
+from opcheck.checker.graph import op_graph
 from opcheck.checker.queries import HistoryRow, op_history
 from opcheck.core.versions import release_key
 from opcheck.core.vocab import Status
@@ -109,6 +111,10 @@ class OpHistory:
     deprecated_for: list[str] = field(default_factory=list)
     api: ApiMatrix | None = None  # None: the catalog has no per-API documentation tables
     suggestions: list[str] = field(default_factory=list)  # for an unknown op
+    # the aclnn functions its kernel calls and their documented contract per CANN version
+    aclnn: list[dict[str, Any]] = field(default_factory=list)
+    # graph mode (torch.compile with torchair): the converter's status per release
+    graph: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def first_npu(self) -> str:
@@ -142,6 +148,8 @@ class OpHistory:
             "deprecated_for": self.deprecated_for,
             "apis": self.api.to_json() if self.api else None,
             "suggestions": self.suggestions,
+            "aclnn": self.aclnn,
+            "graph": self.graph,
         }
 
 
@@ -183,4 +191,49 @@ def describe_op(facts: HistoryFacts, name: str) -> OpHistory:
         workarounds=workaround_ids(facts, name, rows),
         deprecated_for=facts.deprecations.get(name, []),
         api=api_matrix(facts, name),
+        aclnn=aclnn_summary(cat, name),
+        graph=op_graph(cat, name),
     )
+
+
+def release_runs(rows: Iterable[dict[str, Any]], keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Consecutive release rows (``torch_npu`` plus ``keys``) with equal ``keys`` as one run:
+    ``first``, ``last``, ``count`` and the shared values, oldest first. For long per-release
+    lists shown on one screen (graph-mode status per release)."""
+    runs: list[dict[str, Any]] = []
+    for row in rows:
+        values = {k: row.get(k) for k in keys}
+        if runs and all(runs[-1][k] == v for k, v in values.items()):
+            runs[-1]["last"] = row["torch_npu"]
+            runs[-1]["count"] += 1
+        else:
+            runs.append({"first": row["torch_npu"], "last": row["torch_npu"], "count": 1,
+                         **values})
+    return runs
+
+
+def aclnn_lines(item: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """One aclnn entry of the op-history document as (indent, text, link) lines: the function,
+    then per documented CANN version (newest first) its products and, per parameter, the
+    dtypes with what each product lacks. For the terminal and plain-text views."""
+    rels = item.get("releases") or []
+    span = f"{rels[0]} … {rels[-1]}" if len(rels) > 1 else "".join(rels)
+    head = item["function"] + (f" (through {item['via']})" if item.get("via") else "")
+    out = [("", head + (f": called in {len(rels)} releases ({span})" if rels else ""), "")]
+    for doc in reversed(item.get("docs") or []):
+        no = f"; × {', '.join(doc['unsupported'])}" if doc.get("unsupported") else ""
+        out.append(("  ", f"CANN {doc['cann']} ({doc['library']}): "
+                          f"{', '.join(doc['supported']) or 'no product'}{no}", doc["url"]))
+        for p in doc["params"]:
+            if not p["dtypes"]:
+                continue
+            gaps = [f"{prod}: no {', '.join(sorted(set(p['dtypes']) - set(have)))}"
+                    for prod, have in p["by_product"].items() if set(p["dtypes"]) - set(have)]
+            out.append(("    ", f"{p['param']}: {', '.join(p['dtypes'])}"
+                                + (f" ({'; '.join(gaps)})" if gaps else ""), p["url"]))
+        for c in doc["constraints"]:
+            if c["kind"] != "text":
+                out.append(("    ", f"constraint {c['kind']} {c['subject']} {c['value']}".strip()
+                            + (f" on {', '.join(c['products'])}" if c["products"] else ""),
+                            c["url"]))
+    return out

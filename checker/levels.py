@@ -8,6 +8,12 @@ registers a kernel for is received (whatever the registration does: an NPU kerne
 releases a CPU kernel or an "unsupported" error, which the resolver then reports); a CIA op without one is replaced by its children, which are
 resolved the same way (recursively). Ops that are not CIA are received as recorded.
 
+Training: a CIA op received whole runs backward as the NPU's own code (torch_npu built against
+torch >= 2.3 registers its CIA kernels on the autograd key too), approximated by the backward
+of the decomposition, except where torch has a formula for the op (``BACKWARD_FORMULA``): the
+formula's op is recorded as a composite of the decomposition's backward ops and received whole
+with its forward op.
+
 Pure: no I/O, no torch. Schema 1 lists and static listings (no ``composite`` records) come out
 unchanged.
 """
@@ -18,8 +24,12 @@ from dataclasses import dataclass, field
 
 from opcheck.checker.resolve import Resolver
 from opcheck.core.oplist import OpList, OpUse
+from opcheck.tracers.composites import BACKWARD_FORMULA
 
 MAX_NAMED = 6  # ops named in one note before "and N more"
+# a backward formula's op (recorded in train mode with the decomposition's backward as its
+# children) -> the CIA op whose formula it is: received whole exactly when that op is
+_FORMULA_OF = {backward: op for op, backward in BACKWARD_FORMULA.items()}
 
 
 @dataclass
@@ -50,6 +60,7 @@ def has_kernel(resolver: Resolver, op: str) -> bool:
 def received(oplist: OpList, resolver: Resolver) -> Received:
     """The op list the NPU receives on ``resolver``'s release (see the module docstring)."""
     release = resolver.release.torch_npu
+    resolver.prefetch(u.op for u in oplist.ops)  # one read, not one per has_kernel()
     children: dict[tuple[str, ...], list[OpUse]] = {}
     for use in oplist.ops:
         children.setdefault(tuple(use.via), []).append(use)
@@ -73,10 +84,13 @@ def received(oplist: OpList, resolver: Resolver) -> Received:
             got.via, got.parent = [], ""
         got.merge(use)
 
+    def is_whole(use: OpUse) -> bool:
+        return not use.composite or has_kernel(resolver, _FORMULA_OF.get(use.op, use.op))
+
     def walk(use: OpUse, chain: tuple[str, ...]) -> list[str]:
         """Emit ``use`` or its decomposition; return the op names emitted."""
-        if not use.composite or has_kernel(resolver, use.op):
-            if use.composite and use.op not in whole:
+        if is_whole(use):
+            if use.composite and use.op not in whole and use.op not in _FORMULA_OF:
                 whole.append(use.op)
             emit(use, chain)
             return [use.op]
@@ -86,13 +100,14 @@ def received(oplist: OpList, resolver: Resolver) -> Received:
             for name in walk(child, inner):
                 if name not in names:
                     names.append(name)
-        if not names and use.op not in empty:
+        if not names and use.op not in empty and use.op not in _FORMULA_OF:
             empty.append(use.op)
         return names
 
     for top in children.get((), []):
         names = walk(top, ())
-        if top.composite and not has_kernel(resolver, top.op):
+        # a formula's op is named by its forward op's note
+        if not is_whole(top) and top.op not in _FORMULA_OF:
             mine = decomposed.setdefault(top.op, [])
             mine.extend(n for n in names if n not in mine)
 

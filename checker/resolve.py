@@ -8,7 +8,7 @@ CPU fallback (torch ≥ 2.1) or an error (older releases, sparse ops, fallback d
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from opcheck.core.errors import CatalogError
@@ -42,8 +42,35 @@ def kernel_label(f: KernelFacts) -> str:
     return "torch_npu" if f.native else ""
 
 
+class ReleaseKernels:
+    """One release's kernel facts, read from the catalog per op as they are asked for."""
+
+    def __init__(self, catalog: Catalog, release: str) -> None:
+        self.catalog = catalog
+        self.release = release
+
+    def get(self, op: str) -> KernelFacts | None:
+        return self.catalog.kernel_facts(self.release, op)
+
+    def __contains__(self, op: object) -> bool:
+        return isinstance(op, str) and self.get(op) is not None
+
+    def __getitem__(self, op: str) -> KernelFacts:
+        facts = self.get(op)
+        if facts is None:
+            raise KeyError(op)
+        return facts
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.catalog.kernels(self.release))
+
+    def __len__(self) -> int:
+        return len(self.catalog.kernels(self.release))
+
+
 class Resolver:
-    """Resolves ops for one target release."""
+    """Resolves ops for one target release, reading the kernel rows of the ops it resolves
+    (and of the ops their chains lead to), not the whole release."""
 
     def __init__(self, catalog: Catalog, release: str, *, cpu_fallback: bool = True) -> None:
         self.catalog = catalog
@@ -53,9 +80,31 @@ class Resolver:
                 f"torch_npu {release} is in the release matrix but the catalog has no kernel "
                 "list for it (no wheel or op-plugin pin was available); pick another release"
             )
-        self.kernels = catalog.kernels(release)
+        self.kernels = ReleaseKernels(catalog, release)
         self.cpu_fallback = cpu_fallback and self.release.has_cpu_fallback
         self._cache: dict[str, Resolution] = {}
+
+    def prefetch(self, ops: Iterable[str]) -> None:
+        """Read the kernel rows every resolution of ``ops`` needs in one query: the ops, their
+        structured delegates and private twins, transitively."""
+        todo = list(ops)
+        need: set[str] = set()
+        operators = self.catalog.operators
+        while todo:
+            op = todo.pop()
+            if op in need:
+                continue
+            need.add(op)
+            info = operators.get(op)
+            if info is None:
+                continue
+            if info.structured_delegate:
+                todo.append(info.structured_delegate)
+            if info.kernel_kind in COMPOSITE_EXPLICIT:
+                twin = self._private_twin(op)
+                if twin:
+                    todo.append(twin)
+        self.catalog.prefetch(self.release.torch_npu, need)
 
     def resolve(self, op: str) -> Resolution:
         if op not in self._cache:
@@ -63,6 +112,8 @@ class Resolver:
         return self._cache[op]
 
     def resolve_many(self, ops: Iterable[str], *, with_history: bool = True) -> list[Resolution]:
+        ops = list(ops)
+        self.prefetch(op for op in ops if op not in self._cache)
         results = [self.resolve(op) for op in ops]
         if not with_history:
             return results
@@ -107,6 +158,15 @@ class Resolver:
     def _resolve(self, op: str, seen: tuple[str, ...]) -> Resolution:
         via = (*seen, op)
         facts = self.kernels.get(op)
+        if facts is not None and facts.status == "sparse":
+            # A sparse-only registration serves an op whose every kernel is a sparse one
+            # (_coalesce); an op with dense kernels gets none for dense tensors from it.
+            sinfo = self.catalog.operators.get(op)
+            if sinfo is None or sinfo.sparse_only:
+                return Resolution(op, Status.NPU, f"{kernel_label(facts) or 'torch_npu'} (sparse)",
+                                  facts.aclnn, via,
+                                  reason="NPU kernel for sparse tensors registered by torch_npu")
+            facts = None
         if facts is not None:
             if facts.status == "kernel":
                 return Resolution(op, Status.NPU, kernel_label(facts), facts.aclnn, via,

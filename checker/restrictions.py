@@ -27,6 +27,7 @@ from sqlalchemy import text
 from opcheck.checker.check import Restriction, RestrictionLookup
 from opcheck.core.errors import UsageError
 from opcheck.core.oplist import OpUse, Signature
+from opcheck.core.products import ALIASES, canonical_alias, product_aliases
 from opcheck.core.versions import release_key
 from opcheck.db.catalog import Catalog, ReleaseInfo
 
@@ -61,12 +62,24 @@ def products(cat: Catalog) -> list[str]:
 
 
 def match_hardware(cat: Catalog, wanted: str) -> list[str]:
-    """Products whose name contains ``wanted`` (``A2`` → ``Atlas A2 训练系列产品``)."""
+    """The API docs' product names ``wanted`` stands for: a product alias (``910A``, ``A2``,
+    ``310P``: see ``opcheck.core.products``) or a part of the name (``A2`` → ``Atlas A2 训练系列产品``)."""
     known = products(cat)
-    hits = [p for p in known if wanted.lower() in p.lower()]
-    if not hits:
-        raise UsageError(f"no hardware product matches {wanted!r} (known: {', '.join(known)})")
+    alias = canonical_alias(wanted)
+    hits = [p for p in known if alias is not None and alias in (product_aliases(p) or ())]
+    hits = hits or [p for p in known if wanted.lower() in p.lower()]
+    if not hits and alias is None:
+        raise UsageError(f"no hardware product matches {wanted!r} (aliases: "
+                         f"{', '.join(ALIASES)}; or part of a name: {', '.join(known)})")
     return hits
+
+
+def all_restrictions(cat: Catalog, hardware: str | None) -> RestrictionLookup | None:
+    """Both sources of limits: the aclnn contract (CANN's operator docs) and torch_npu's
+    per-API docs, each labelled in its findings (``Restriction.source``)."""
+    from opcheck.checker.contract import combine, contract_lookup
+
+    return combine(contract_lookup(cat, hardware), restriction_lookup(cat, hardware))
 
 
 def _pick_version(versions: Iterable[str], torch: str) -> str:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from opcheck.cli.common import CatalogOpt, FormatOpt, handle_errors
+from opcheck.cli.common import CatalogOpt, QuietOpt, handle_errors, release_arg
 
 
 def _catalog(path: Path | None) -> Any:
@@ -25,21 +25,64 @@ def _check_format(fmt: str, allowed: tuple[str, ...] = ("table", "json")) -> Non
         raise UsageError(f"unknown format {fmt!r} (choose from {', '.join(allowed)})")
 
 
+TableFormatOpt = Annotated[str, typer.Option("--format", "-f", help="table | csv | json")]
+TABLE_FORMATS = ("table", "csv", "json")
+
+
+def _op_list(cat: Any, match: Any, fmt: str) -> None:
+    """An op name that stands for several ops (overloads, a Python API, an aclnn function):
+    each with its status on the default target."""
+    from opcheck.checker.queries import select_target
+    from opcheck.checker.resolve import Resolver
+    from opcheck.cli.render import Column, Grid, show_grid, status_style
+
+    target = select_target(cat)
+    resolver = Resolver(cat, target.torch_npu)
+    statuses = [resolver.resolve(o) for o in match.ops]
+    if fmt == "json":
+        typer.echo(json.dumps({"schema_version": 1, "query": match.query, "kind": match.kind,
+                               "name": match.name, "release": target.torch_npu,
+                               "ops": [{"op": o, "status": r.status, "kernel": r.kernel}
+                                       for o, r in zip(match.ops, statuses, strict=True)]},
+                              indent=2))
+        return
+    grid = Grid([Column("op"), Column(f"on {target.torch_npu}", style=status_style),
+                 Column("kernel", compact=False)])
+    for o, r in zip(match.ops, statuses, strict=True):
+        grid.add(o, str(r.status), r.kernel)
+    if fmt == "table":
+        typer.echo(f"{match.describe()}: `opcheck op NAME` for one op's history", err=True)
+    show_grid(grid, fmt)
+
+
 def op(
-    name: Annotated[str, typer.Argument(help="Operator, e.g. aten::repeat_interleave.self_Tensor")],
-    fmt: FormatOpt = "table",
+    name: Annotated[str, typer.Argument(help="Operator (aten::isin.Tensor_Tensor, isin, "
+                                        "aten::add), Python API (torch.isin, F.interpolate, "
+                                        "Tensor.isin) or aclnn function")],
+    fmt: TableFormatOpt = "table",
     catalog: CatalogOpt = None,
 ) -> None:
-    """An op's history across releases: status and kernel family per release."""
+    """An op's history across releases: status and kernel family per release. A name that
+    stands for several ops (an op's overloads, a Python API) lists them."""
     with handle_errors():
-        _check_format(fmt)
+        _check_format(fmt, TABLE_FORMATS)
         from opcheck.checker.history import HistoryFacts, describe_op
+        from opcheck.checker.names import Names
         from opcheck.contrib.workarounds import workaround_lookup
         from opcheck.core.errors import UsageError
-        from opcheck.core.opname import canonical
 
         cat = _catalog(catalog)
-        opname = canonical(name)
+        match = Names(cat).match(name)
+        if match.kind == "none":
+            hint = (f"; did you mean {', '.join(match.suggestions)}?" if match.suggestions
+                    else " (ops look like aten::name.overload)")
+            raise UsageError(f"{match.describe()}{hint}")
+        if not match.single:
+            _op_list(cat, match, fmt)
+            return
+        opname = match.single
+        if match.kind != "op":
+            typer.echo(f"note: {match.describe()}: {opname}", err=True)
         hist = describe_op(HistoryFacts.load(cat, workaround_lookup(cat)), opname)
         if not hist.known:
             raise UsageError(f"{opname} is not in the catalog "
@@ -48,10 +91,24 @@ def op(
         if fmt == "json":
             typer.echo(json.dumps(hist.to_json(), indent=2))
             return
-        from rich.table import Table
+        from opcheck.cli.render import Column, Grid, show_grid, status_style, wide_console
 
-        from opcheck.cli.render import status_text, wide_console
-
+        grid = Grid([Column("torch_npu"), Column("torch"), Column("train"),
+                     Column("CANN"), Column("status", style=status_style),
+                     Column("kernel", compact=False),
+                     Column("aclnn / via", compact=False)])
+        matrix_only = []
+        for h in rows:
+            r = h.resolution
+            if r is None:
+                matrix_only.append(h.release.torch_npu)
+                continue
+            note = " → ".join(r.via[1:]) if len(r.via) > 1 else (r.aclnn or "")
+            grid.add(h.release.torch_npu, h.release.torch, h.release.train, h.release.cann,
+                     str(r.status), r.kernel, note)
+        if fmt == "csv":
+            show_grid(grid, "csv")
+            return
         console = wide_console()
         kind = ""
         if info and info.kernel_kind:
@@ -60,80 +117,120 @@ def op(
             kind = f"  ({info.kernel_kind}{delegate})"
         console.print(f"[bold]{opname}[/bold]{kind}")
         console.print(f"first release with an NPU kernel: [bold]{first_any or 'none'}[/bold]")
-        table = Table(show_edge=False)
-        for col in ("torch_npu", "torch", "train", "CANN", "status", "kernel"):
-            table.add_column(col, no_wrap=True)
-        table.add_column("aclnn / via", overflow="fold")
-        matrix_only = []
-        for h in rows:
-            r = h.resolution
-            if r is None:
-                matrix_only.append(h.release.torch_npu)
-                continue
-            note = " → ".join(r.via[1:]) if len(r.via) > 1 else (r.aclnn or "")
-            table.add_row(h.release.torch_npu, h.release.torch, h.release.train, h.release.cann,
-                          status_text(r.status), r.kernel, note)
-        console.print(table)
+        console.file.flush()
+        show_grid(grid)
         if matrix_only:
-            console.print(f"{len(matrix_only)} older releases have no kernel list in the catalog "
-                          f"({matrix_only[0]} … {matrix_only[-1]})", style="dim")
+            n = len(matrix_only)
+            span = matrix_only[0] if n == 1 else f"{matrix_only[0]} … {matrix_only[-1]}"
+            console.print(f"{n} older release{' has' if n == 1 else 's have'} no kernel list "
+                          f"in the catalog ({span})", style="dim")
+        _print_history_extras(console, hist.to_json())
 
 
-def releases(fmt: FormatOpt = "table", catalog: CatalogOpt = None) -> None:
+def _print_history_extras(console: Any, doc: dict[str, Any]) -> None:
+    """The CANN side (the aclnn functions the kernel calls, their documented products and
+    dtypes per CANN version) and graph-mode status, runs of releases folded."""
+    from rich.markup import escape
+
+    from opcheck.checker.history import aclnn_lines, release_runs
+
+    for item in doc.get("aclnn") or []:
+        for indent, text, link in aclnn_lines(item):
+            line = f"{indent}{'aclnn ' if not indent else ''}{escape(text)}"
+            console.print(line + (f"  [dim]{escape(link)}[/dim]" if link else ""))
+    graph = doc.get("graph") or []
+    if graph:
+        console.print("graph mode (torchair):")
+        for run in release_runs(graph, ("status", "message", "condition")):
+            span = run["first"] if run["count"] == 1 else f"{run['first']} … {run['last']}"
+            why = run["message"] or run["condition"] or ""
+            console.print(f"  {escape(span)}: {escape(str(run['status']))}"
+                          + (f" ({escape(why[:120])})" if why else ""))
+
+
+def releases(fmt: TableFormatOpt = "table", catalog: CatalogOpt = None) -> None:
     """The release matrix: torch_npu ↔ PyTorch ↔ CANN ↔ Python, and where kernel facts come from."""
     with handle_errors():
-        _check_format(fmt)
+        _check_format(fmt, TABLE_FORMATS)
         cat = _catalog(catalog)
         if fmt == "json":
             typer.echo(json.dumps({"schema_version": 1, "releases": [
                 {"torch_npu": r.torch_npu, "torch": r.torch, "train": r.train, "cann": r.cann,
                  "pythons": [p for p in r.pythons.split(",") if p], "tag": r.tag,
                  "cpu_fallback": r.has_cpu_fallback, "kernel_source": r.kernel_source,
-                 "date": r.date}
+                 "date": r.date, "cann_inferred": r.cann_inferred}
                 for r in cat.releases]}, indent=2))
             return
-        from rich.table import Table
+        from opcheck.cli.render import show_grid
 
-        from opcheck.cli.render import stdout_console
+        show_grid(releases_grid(cat.releases), fmt)
 
-        table = Table(show_edge=False)
-        for col in ("torch_npu", "torch", "train", "CANN", "Python", "tag", "kernels from"):
-            table.add_column(col)
-        for r in cat.releases:
-            table.add_row(r.torch_npu, r.torch, r.train, r.cann or "?", r.pythons.replace(",", " "),
-                          r.tag, r.kernel_source)
-        stdout_console().print(table)
+
+def releases_grid(rels: list[Any]) -> Any:
+    from opcheck.cli.render import Column, Grid
+
+    grid = Grid([Column("torch_npu"), Column("torch"), Column("train"), Column("CANN"),
+                 Column("Python", wrap=True, compact=False), Column("tag", compact=False),
+                 Column("kernels from", compact=False)])
+    for r in rels:
+        # inferred (hotfix train, no table names it) and approximate facts say so in the cell
+        grid.add(r.torch_npu, r.torch, r.train,
+                 (r.cann + " (inferred)" if r.cann_inferred else r.cann) or "?",
+                 r.pythons.replace(",", " "), r.tag,
+                 r.kernel_source + (" (approximate)" if r.kernel_source == "op_plugin_branch"
+                                    else ""))
+    return grid
+
+
+# what a removed kernel becomes, in the words of `opcheck diff`
+_INSTEAD = {"composite": "composite (runs through other NPU ops)",
+            "cpu_fallback": "a CPU fallback (host round-trip per call)",
+            "unsupported": "an error (unsupported)", "npu": "npu (another kernel)"}
 
 
 def diff(
-    old: Annotated[str, typer.Argument(help="Older torch_npu release")],
+    old: Annotated[str, typer.Argument(help="Older torch_npu release (2.5 = the newest 2.5 release)")],
     new: Annotated[str, typer.Argument(help="Newer torch_npu release")],
-    fmt: FormatOpt = "table",
+    fmt: TableFormatOpt = "table",
     catalog: CatalogOpt = None,
 ) -> None:
-    """Kernels added, removed, or whose family changed between two releases."""
+    """Kernels added, removed (and what happens instead: composite, CPU fallback or an
+    error), or whose family changed between two releases."""
     with handle_errors():
-        _check_format(fmt)
-        from opcheck.checker.queries import release_diff
+        _check_format(fmt, TABLE_FORMATS)
+        from opcheck.checker.queries import release_diff, removed_outcomes
 
         cat = _catalog(catalog)
-        d = release_diff(cat, cat.release(old).torch_npu, cat.release(new).torch_npu)
+        old_rel = cat.release(release_arg(cat, old)).torch_npu
+        new_rel = cat.release(release_arg(cat, new)).torch_npu
+        d = release_diff(cat, old_rel, new_rel)
+        instead = removed_outcomes(cat, new_rel, d.removed)
         if fmt == "json":
-            typer.echo(json.dumps({"schema_version": 1, "old": old, "new": new,
+            typer.echo(json.dumps({"schema_version": 2, "old": old_rel, "new": new_rel,
                                    "added": d.added, "removed": d.removed,
+                                   "removed_instead": instead,
                                    "family_changed": [list(x) for x in d.family_changed]},
                                   indent=2))
             return
-        typer.echo(f"{old} → {new}: {len(d.added)} kernels added, {len(d.removed)} removed, "
-                   f"{len(d.family_changed)} changed family")
+        from opcheck.cli.render import Column, Grid, show_grid
+
+        grid = Grid([Column("change"), Column("op"), Column("detail", wrap=True)])
         for op_name in d.added:
-            typer.echo(f"  + {op_name}")
+            grid.add("+", op_name, "kernel added")
         for op_name in d.removed:
-            typer.echo(f"  - {op_name}")
+            now = instead.get(op_name, "?")
+            grid.add("-", op_name, f"kernel removed: now {_INSTEAD.get(now, now)}")
         for op_name, a, b in d.family_changed:
-            typer.echo(f"  ~ {op_name}: {a} → {b}")
-
-
+            grid.add("~", op_name, f"{a} → {b}")
+        if fmt == "table":
+            counts: dict[str, int] = {}
+            for v in instead.values():
+                counts[v] = counts.get(v, 0) + 1
+            how = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+            typer.echo(f"{old_rel} → {new_rel}: {len(d.added)} kernels added, "
+                       f"{len(d.removed)} removed" + (f" ({how})" if how else "")
+                       + f", {len(d.family_changed)} changed family", err=False)
+        show_grid(grid, fmt)
 
 
 def sync(
@@ -144,6 +241,7 @@ def sync(
     save_mirror: Annotated[Path | None, typer.Option("--save-mirror", help="Also save every fetched file into DIR (an offline mirror)", show_default=False)] = None,
     snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Also write the diffable snapshot into DIR", show_default=False)] = None,
     catalog: CatalogOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Rebuild the catalog from upstream (a mirror directory or live), atomically.
 
@@ -162,8 +260,10 @@ def sync(
         # soft_wrap: a failure is one line naming file:line; wrapping at the console width
         # would cut the path in two (CI logs). escape: upstream text is not rich markup.
         err = Console(stderr=True, soft_wrap=True)
-        with err.status("collecting") as status:
-            out = run_sync(opts, progress=lambda m: status.update(m), before_write=attach)
+        from opcheck.cli.render import progress
+
+        with progress("sync", quiet=quiet) as update:
+            out = run_sync(opts, progress=update, before_write=attach)
         result = out.result
         for note in result.notes:
             err.print(f"note: {escape(note)}")

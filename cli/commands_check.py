@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from opcheck.checker.formats import REPORT_FORMATS
-from opcheck.cli.common import CatalogOpt, handle_errors
+from opcheck.cli.common import CatalogOpt, QuietOpt, handle_errors, release_arg
 from opcheck.core.vocab import FailOn
 
 ModelArg = Annotated[
@@ -59,7 +59,7 @@ def _installed_torch() -> str | None:
 def _oplist(
     model: str | None, model_spec: str | None, input_shape: str | None,
     input_spec: str | None, log: Path | None, trust: bool, train: bool, static: bool,
-    timeout: float, memory_mb: int, composites: list[str] | None = None,
+    timeout: float, memory_mb: int, composites: list[str] | None = None, quiet: bool = False,
 ) -> Any:
     from opcheck.core.errors import UsageError
     from opcheck.core.oplist import OpList
@@ -77,29 +77,49 @@ def _oplist(
             f"{model} is a Python file: run a script with `opcheck run {model} [ARGS]`, or check "
             f"a model it defines with `--model {model}:NAME` (a factory or an nn.Module)"
         )
+    from opcheck.cli.render import progress
     from opcheck.tracers.api import trace
     from opcheck.tracers.inputs import resolve
 
-    return trace(
-        model, model_spec=model_spec, inputs=resolve(input_shape, input_spec),
-        trust=trust, train=train, static_only=static, timeout=timeout, memory_mb=memory_mb,
-        composites=composites,
-    )
+    with progress(f"tracing {model_spec or model}", quiet=quiet):
+        return trace(
+            model, model_spec=model_spec, inputs=resolve(input_shape, input_spec),
+            trust=trust, train=train, static_only=static, timeout=timeout, memory_mb=memory_mb,
+            composites=composites,
+        )
+
+
+def _tracer_ahead(model: str | None, model_spec: str | None, log: Path | None, trust: bool,
+                  static: bool, memory_mb: int) -> Any:
+    """For a runtime trace: the sandbox's worker, started before the catalog loads so torch
+    imports meanwhile (opcheck.tracers.sandbox.worker_ahead); else nothing."""
+    from contextlib import nullcontext
+
+    runtime = log is None and not static and (
+        model_spec is not None or (trust and model is not None and not model.endswith(".json")))
+    if not runtime:
+        return nullcontext()
+    from opcheck.tracers.sandbox import MIN_MEMORY_MB, worker_ahead
+
+    # below the minimum run_worker refuses before starting anything
+    return worker_ahead(memory_mb) if memory_mb >= MIN_MEMORY_MB else nullcontext()
 
 
 def check(
     model: ModelArg = None,
-    torch_npu: Annotated[str | None, typer.Option("--torch-npu", help="Target torch_npu release, e.g. 2.6.0.post5", show_default=False)] = None,
+    torch_npu: Annotated[str | None, typer.Option("--torch-npu", help="Target torch_npu release, e.g. 2.6.0.post5, or 2.6 for the newest 2.6 release", show_default=False)] = None,
     cann: Annotated[str | None, typer.Option("--cann", help="Target CANN version, e.g. 8.3.RC1", show_default=False)] = None,
     torch: Annotated[str | None, typer.Option("--torch", help="Target torch version line, e.g. 2.6", show_default=False)] = None,
-    hardware: Annotated[str | None, typer.Option("--hardware", help="Narrow to a product family (needs the API docs data)", show_default=False)] = None,
+    hardware: Annotated[str | None, typer.Option("--hardware", help="Target product: 910A, 910B (A2), 910C (A3), 310P, 310B, 950; default: every product the docs name", show_default=False)] = None,
     no_cpu_fallback: Annotated[bool, typer.Option("--no-cpu-fallback", help="Model TORCH_NPU_FALLBACK_CPU_DISABLE=1: fallbacks become errors")] = False,
     all_releases: Annotated[bool, typer.Option("--all-releases", help="ops × releases matrix and the oldest release that runs the whole model on the NPU")] = False,
+    all_ops: Annotated[bool, typer.Option("--all-ops", help="List every op the model uses, not only the problems")] = False,
     baseline: Annotated[Path | None, typer.Option("--baseline", help="A previous report JSON: show only what changed", show_default=False)] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help=REPORT_FORMATS.help_text())] = "table",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to a file", show_default=False)] = None,
     fail_on: Annotated[str, typer.Option("--fail-on", help=f"Exit 1 on: {' | '.join(FailOn)}")] = FailOn.UNSUPPORTED.value,
     allow_incomplete: AllowIncompleteOpt = False,
+    graph: Annotated[bool, typer.Option("--graph", help="Also check graph mode (torch.compile with torchair): will each op convert on the target release (with --all-releases: on every release); a graph verdict NO is a finding")] = False,
     model_spec: ModelSpecOpt = None,
     input_shape: InputShapeOpt = None,
     input_spec: InputSpecOpt = None,
@@ -110,6 +130,7 @@ def check(
     timeout: TimeoutOpt = 120.0,
     memory_mb: MemoryOpt = 4096,
     catalog: CatalogOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Check a model against the catalog: every problem at once, for the versions you have.
 
@@ -125,26 +146,38 @@ def check(
         ensure_writable(output)
         from opcheck.checker.check import all_releases_matrix, baseline_filter, fail_level
         from opcheck.checker.check import check as run_check
-        from opcheck.checker.queries import select_target
+        from opcheck.checker.queries import select_target, target_reason
         from opcheck.cli.common import open_catalog
         from opcheck.db.catalog import Catalog
 
         level = fail_level(fail_on)
-        cat = Catalog.load(open_catalog(catalog))
-        target = select_target(cat, torch_npu=torch_npu, cann=cann, torch=torch,
-                               installed_torch=_installed_torch())
-        from opcheck.tracers.composites import composites_with_kernels
+        with _tracer_ahead(model, model_spec, log, trust, static, memory_mb):
+            cat = Catalog.load(open_catalog(catalog))
+            torch_npu = release_arg(cat, torch_npu) if torch_npu else None  # 2.6 → 2.6.0.post6
+            target = select_target(cat, torch_npu=torch_npu, cann=cann, torch=torch,
+                                   installed_torch=_installed_torch())
+            why = target_reason(cat, target, torch_npu=torch_npu, cann=cann, torch=torch,
+                                installed_torch=_installed_torch())
+            from opcheck.tracers.composites import composites_with_kernels
 
-        oplist = _oplist(model, model_spec, input_shape, input_spec, log, trust, train, static,
-                         timeout, memory_mb, composites_with_kernels(cat))
-        from opcheck.checker.restrictions import restriction_lookup
+            oplist = _oplist(model, model_spec, input_shape, input_spec, log, trust, train,
+                             static, timeout, memory_mb, composites_with_kernels(cat), quiet)
+        from opcheck.checker.restrictions import all_restrictions
         from opcheck.contrib.workarounds import workaround_lookup
 
         report = run_check(cat, oplist, target, cpu_fallback=not no_cpu_fallback,
                            workarounds=workaround_lookup(cat),
-                           restrictions=restriction_lookup(cat, hardware))
+                           restrictions=all_restrictions(cat, hardware), cann=cann)
+        report.notes.insert(0, why)
         if all_releases:
             report.matrix = all_releases_matrix(cat, oplist, cpu_fallback=not no_cpu_fallback)
+        if graph:
+            from opcheck.checker.graph import graph_check, graph_matrix
+
+            report.graph = graph_check(cat, oplist, target.torch_npu,
+                                       cpu_fallback=not no_cpu_fallback)
+            if all_releases:
+                report.graph["matrix"] = graph_matrix(cat, oplist)
         if baseline is not None:
             try:
                 doc = json.loads(baseline.read_text(encoding="utf-8"))
@@ -156,34 +189,43 @@ def check(
         from opcheck.checker.check import exit_code
 
         code = exit_code(report, level, allow_incomplete=allow_incomplete)
-        _emit(report, fmt, output)
+        if report.graph is not None and level is not FailOn.NEVER:
+            from opcheck.checker.graph import graph_exit
+
+            code = max(code, graph_exit(report.graph))
+        _emit(report, fmt, output, all_ops=all_ops)
     raise typer.Exit(code)
 
 
-def _emit(report: Any, fmt: str, output: Path | None) -> None:
+def _emit(report: Any, fmt: str, output: Path | None, *, all_ops: bool = False) -> None:
     from opcheck.checker.formats import RenderContext
 
     spec = REPORT_FORMATS.get(fmt)
     if spec.terminal:
+        from opcheck.checker.graph import graph_text
         from opcheck.cli.render import render_report
 
         if output is not None:
-            from rich.console import Console
-
             from opcheck.cli.common import output_file
+            from opcheck.cli.render import console_for
 
             with output_file(output) as fh:
-                render_report(report, Console(file=fh, width=140))
+                # a file gets what a pipe gets: tab-separated tables, nothing cut
+                render_report(report, console_for(fh, None), width=None, all_ops=all_ops)
+                if report.graph is not None:
+                    fh.write(graph_text(report.graph))
         else:
-            render_report(report)
+            render_report(report, all_ops=all_ops)
+            if report.graph is not None:
+                typer.echo(graph_text(report.graph), nl=False)
         return
-    ctx = RenderContext()
+    ctx = RenderContext(all_ops=all_ops)
     if spec.wants_environment:
         # A migration report records where it was made: the environment inventory.
         from opcheck.env.assess import summary
         from opcheck.env.probe import collect
 
-        ctx = RenderContext(environment=summary(collect()))
+        ctx = RenderContext(environment=summary(collect()), all_ops=all_ops)
     text = REPORT_FORMATS.render(fmt, report, ctx)
     if output is not None:
         from opcheck.cli.common import write_output
@@ -206,6 +248,7 @@ def trace(
     timeout: TimeoutOpt = 120.0,
     memory_mb: MemoryOpt = 4096,
     catalog: CatalogOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """List the ops a model sends to the NPU backend, as a versioned op-list JSON."""
     with handle_errors():
@@ -218,7 +261,7 @@ def trace(
         # the composite ops to record at both levels: those the catalog knows a kernel for
         watch = composites_with_kernels(Catalog.load(open_catalog(catalog)))
         oplist = _oplist(model, model_spec, input_shape, input_spec, log, trust, train, static,
-                         timeout, memory_mb, watch)
+                         timeout, memory_mb, watch, quiet)
         text = oplist.dumps()
         if output is not None:
             from opcheck.cli.common import write_output

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from opcheck.cli.common import CatalogOpt, FormatOpt, handle_errors
+from opcheck.cli.common import CatalogOpt, FormatOpt, handle_errors, release_arg
 
 workaround_app = typer.Typer(help="Contributed workaround entries (data/workarounds/).",
                              no_args_is_help=True)
@@ -157,7 +157,7 @@ def schema_cmd(
 
 def explain(
     log: Annotated[str, typer.Argument(help="A torch_npu/CANN log file, or - for stdin")] = "-",
-    torch_npu: Annotated[str | None, typer.Option("--torch-npu", help="Release to judge the ops against (default as for check)", show_default=False)] = None,
+    torch_npu: Annotated[str | None, typer.Option("--torch-npu", help="Release to judge the ops against, e.g. 2.6.0.post5 or 2.6 (default as for check)", show_default=False)] = None,
     fmt: FormatOpt = "table",
     catalog: CatalogOpt = None,
 ) -> None:
@@ -183,6 +183,8 @@ def explain(
         if progress is not None:
             typer.echo("\r\x1b[K", err=True, nl=False)
         cat = Catalog.load(open_catalog(catalog))
+        if torch_npu:  # 2.6 → the newest 2.6 release, said on stderr
+            torch_npu = release_arg(cat, torch_npu)
         rep = report_log(result, cat, torch_npu=torch_npu, installed_torch=_installed_torch())
         if fmt == "json":
             typer.echo(json.dumps(rep.as_dict(), indent=2, ensure_ascii=False))
@@ -194,9 +196,9 @@ def _print_explained(rep: Any) -> None:
     from rich.markdown import Markdown
     from rich.markup import escape
 
-    from opcheck.cli.render import stdout_console
+    from opcheck.cli.render import wide_console
 
-    con = stdout_console()
+    con = wide_console()  # piped: lines never wrapped, so an id is never cut in two
     result = rep.result
     for p in rep.problems:
         a = p.anchor
@@ -234,6 +236,12 @@ def _print_explained(rep: Any) -> None:
             con.print(f"  failing kernel: {escape(', '.join(p.kernels))}")
         if p.dtypes:
             con.print(f"  rejected dtype: {', '.join(p.dtypes)}")
+        for cs in p.contract:
+            where = (f"no {cs.dtype} on {', '.join(cs.rejects)}" if cs.rejects
+                     else f"{cs.dtype} on every product it documents ({', '.join(cs.accepts)})")
+            con.print(f"  CANN docs: {cs.function} takes {where}"
+                      + (f"; it does on {', '.join(cs.accepts)}" if cs.rejects and cs.accepts else "")
+                      + f" ({escape(cs.basis)})  {cs.url}")
         if p.messages and p.rule is None:
             con.print(f"  CANN says: {escape(p.messages[0][:300])}")
         if p.rule is not None:

@@ -24,56 +24,51 @@ def _catalog(path: Path | None) -> Any:
 
 
 def _version(x: Any, absent: str = "not installed") -> str:
-    return f"{x.version}" if x is not None else f"[dim]{absent}[/dim]"
+    return f"{x.version}" if x is not None else absent
 
 
-def render(assessment: Any, console: Any | None = None) -> None:
+def render(assessment: Any, console: Any | None = None, width: int | None = -1) -> None:
+    """The inventory and the checks as tables (adapting to the terminal, tab-separated when
+    piped), then the verdict and what to install."""
     from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
 
-    from opcheck.cli.render import stdout_console
+    from opcheck.cli.render import Column, Grid, draw_grid, terminal_width, wide_console
     from opcheck.env.assess import Assessment
 
     assert isinstance(assessment, Assessment)
-    con = console if isinstance(console, Console) else stdout_console()
+    w = terminal_width() if width == -1 else width
+    con = console if isinstance(console, Console) else wide_console()
     inv = assessment.inventory
-    table = Table(show_edge=False, show_header=False, title="environment", title_justify="left")
-    table.add_column("what", style="bold")
-    table.add_column("version")
-    table.add_column("from", overflow="fold")
-    table.add_row("Python", f"{inv.python} ({inv.implementation})", "")
-    table.add_row("OS / arch", escape(f"{inv.os_name} / {inv.arch}"), "")
-    table.add_row("torch", _version(inv.torch), escape(inv.torch.source) if inv.torch else "")
-    table.add_row("torch_npu", _version(inv.torch_npu),
-                  escape(inv.torch_npu.source) if inv.torch_npu else "")
+    table = Grid([Column("what"), Column("version"), Column("from", wrap=True, compact=False)],
+                 title="environment")
+    table.add("Python", f"{inv.python} ({inv.implementation})", "")
+    table.add("OS / arch", f"{inv.os_name} / {inv.arch}", "")
+    table.add("torch", _version(inv.torch), inv.torch.source if inv.torch else "")
+    table.add("torch_npu", _version(inv.torch_npu), inv.torch_npu.source if inv.torch_npu else "")
     if inv.cann is not None:
-        table.add_row("CANN", f"{inv.cann.version} ({inv.cann.kind})", escape(inv.cann.source))
+        table.add("CANN", f"{inv.cann.version} ({inv.cann.kind})", inv.cann.source)
     else:
-        table.add_row("CANN", "[dim]not found[/dim]", "")
-    table.add_row("driver", _version(inv.driver, "not found"),
-                  escape(inv.driver.source) if inv.driver else "")
-    table.add_row("firmware", _version(inv.firmware, "not found"),
-                  escape(inv.firmware.source) if inv.firmware else "")
+        table.add("CANN", "not found", "")
+    table.add("driver", _version(inv.driver, "not found"),
+              inv.driver.source if inv.driver else "")
+    table.add("firmware", _version(inv.firmware, "not found"),
+              inv.firmware.source if inv.firmware else "")
     chips = ""
     if inv.npu_smi and inv.npu_smi.chips:
         names = list(dict.fromkeys(inv.npu_smi.chips))
         chips = ", ".join(f"{inv.npu_smi.chips.count(n)} × {n}" for n in names)
-    table.add_row("NPUs", chips or (f"{len(inv.devices)} device node(s)" if inv.devices
-                                    else "[dim]none[/dim]"),
-                  "npu-smi info" if chips else "")
+    table.add("NPUs", chips or (f"{len(inv.devices)} device node(s)" if inv.devices else "none"),
+              "npu-smi info" if chips else "")
     for key, value in inv.environment.items():
-        table.add_row(key, escape(value), "environment")
-    con.print(table)
+        table.add(key, value, "environment")
+    draw_grid(table, con, w)
 
-    checks = Table(show_edge=False, title="checks", title_justify="left")
-    checks.add_column("status")
-    checks.add_column("check")
-    checks.add_column("finding", overflow="fold")
+    checks = Grid([Column("status", style=lambda st: _STYLE.get(st, "")), Column("check"),
+                   Column("finding", wrap=True, compact=False)], title="checks")
     for f in assessment.findings:
-        style = _STYLE.get(f.status, "")
-        checks.add_row(f"[{style}]{f.status}[/{style}]", f.check, escape(f.message))
-    con.print(checks)
+        checks.add(f.status, f.check, f.message)
+    draw_grid(checks, con, w)
 
     rec = assessment.recommendation
     if assessment.consistent:
@@ -85,10 +80,16 @@ def render(assessment: Any, console: Any | None = None) -> None:
     con.print(f"[bold]install[/bold] ({escape(rec.reason)}):")
     for i, c in enumerate(rec.combinations):
         r = c.release
-        pys = r.pythons.replace(",", " ") or "?"
         label = "  or" if i else "    "
+        # an unknown part is said in words: "CANN ?" reads as a typo, not as a gap in the tables
+        cann = (f"CANN {r.cann}" + (" (inferred from its train)"
+                                    if getattr(r, "cann_inferred", False) else "")
+                if r.cann else "the CANN its release notes name (not in the compatibility tables)")
+        about = "; ".join(x for x in (f"train {r.train}" if r.train else "",
+                                      f"Python {r.pythons.replace(',', ' ')}" if r.pythons
+                                      else "") if x)
         con.print(f"{label} torch_npu [bold]{r.torch_npu}[/bold] + torch {r.torch} + "
-                  f"CANN {r.cann or '?'} (train {r.train}; Python {pys})")
+                  f"{escape(cann)}" + (f" ({about})" if about else ""))
         for ch in c.changes:
             con.print(f"        {escape(ch)}")
 

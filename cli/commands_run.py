@@ -102,7 +102,7 @@ def run(
         from opcheck.checker.check import all_releases_matrix, exit_code, fail_level
         from opcheck.checker.check import check as run_check
         from opcheck.checker.queries import select_target
-        from opcheck.checker.restrictions import restriction_lookup
+        from opcheck.checker.restrictions import all_restrictions
         from opcheck.cli.commands_check import _emit, _installed_torch
         from opcheck.cli.common import open_catalog, resolve_catalog_path
         from opcheck.contrib.workarounds import workaround_lookup
@@ -130,7 +130,8 @@ def run(
             target,
             cpu_fallback=not no_cpu_fallback,
             workarounds=workaround_lookup(cat),
-            restrictions=restriction_lookup(cat, hardware),
+            restrictions=all_restrictions(cat, hardware),
+            cann=cann,
         )
         if all_releases:
             report.matrix = all_releases_matrix(

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from opcheck.checker.formats import ZOO_FORMATS
-from opcheck.cli.common import CatalogOpt, handle_errors
+from opcheck.cli.common import CatalogOpt, QuietOpt, handle_errors
 
 ERROR_STYLE = "magenta"  # a model whose trace failed (no verdict)
 
@@ -23,6 +23,7 @@ def zoo(
     memory_mb: Annotated[int, typer.Option("--memory-mb", help="Memory limit of each sandboxed trace")] = 4096,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Traces run at once")] = 2,
     catalog: CatalogOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Check well-known architectures (CNN, ViT, BERT, GPT-2, LLaMA, Whisper, LSTM, UNet, YOLO)
     against every release: model × release → verdict, CPU fallbacks, unsupported ops.
@@ -54,7 +55,7 @@ def zoo(
                 cat = Catalog.load(open_catalog(path))
             else:
                 cat = Catalog.load(open_catalog(catalog))
-            result = _run(zoo_mod, cat, models, timeout, memory_mb, jobs)
+            result = _run(zoo_mod, cat, models, timeout, memory_mb, jobs, quiet)
             cat.engine.dispose()
         from rich.console import Console
         from rich.text import Text
@@ -75,25 +76,25 @@ def zoo(
 
 
 def _run(zoo_mod: Any, cat: Any, models: list[str] | None, timeout: float, memory_mb: int,
-         jobs: int) -> Any:
-    from rich.console import Console
+         jobs: int, quiet: bool = False) -> Any:
+    from opcheck.cli.render import progress
 
-    with Console(stderr=True).status("zoo") as status:
+    with progress("zoo", quiet=quiet) as update:
         return zoo_mod.run_zoo(cat, models, timeout=timeout, memory_mb=memory_mb, jobs=jobs,
-                               progress=lambda m: status.update(m))
+                               progress=update)
 
 
 def _emit(result: Any, fmt: str, output: Path | None) -> None:
     if ZOO_FORMATS.get(fmt).terminal:
         from rich.console import Console
 
-        from opcheck.cli.render import wide_console
+        from opcheck.cli.render import terminal_width, wide_console
 
         if output is not None:
             with output.open("w", encoding="utf-8") as fh:
-                render_table(result, Console(file=fh, width=160))
+                render_table(result, Console(file=fh, width=160), width=160)
         else:
-            render_table(result, wide_console())
+            render_table(result, wide_console(), width=terminal_width())
         return
     text = ZOO_FORMATS.render(fmt, result)
     if output is not None:
@@ -104,22 +105,20 @@ def _emit(result: Any, fmt: str, output: Path | None) -> None:
         typer.echo(text, nl=False)
 
 
-def render_table(result: Any, console: Any) -> None:
-    """Releases (runs of identical results folded into one line) × models."""
-    from rich.table import Table
+def render_table(result: Any, console: Any, width: int | None = 160) -> None:
+    """Releases (runs of identical results folded into one line) × models; ``width`` None:
+    tab-separated (piped)."""
     from rich.text import Text
 
     from opcheck.checker import zoo as zoo_mod
+    from opcheck.cli.render import Column, Grid, draw_grid
 
-    table = Table(title=f"opcheck zoo: {len(result.models)} models × "
-                        f"{len(result.releases)} releases")
-    table.add_column("torch_npu", no_wrap=True)
-    for m in result.models:
-        table.add_column(Text(m), no_wrap=True)  # a file.py:x spec is no emoji code
+    grid = Grid([Column("torch_npu"), *(Column(m, style=_cell_style) for m in result.models)],
+                title=f"opcheck zoo: {len(result.models)} models × "
+                      f"{len(result.releases)} releases")
     for first, last, cells in zoo_mod.grouped(result):
-        label = first if first == last else f"{first} – {last}"
-        table.add_row(label, *(_styled(c) for c in cells))
-    console.print(table)
+        grid.add(first if first == last else f"{first} – {last}", *cells)
+    draw_grid(grid, console, width)
     newest = result.releases[-1] if result.releases else ""
     for m in result.models:
         row = result.row(m, newest)
@@ -130,7 +129,13 @@ def render_table(result: Any, console: Any) -> None:
         elif row.problem_ops:
             ops = ", ".join(p.replace("=", " ") for p in row.problem_ops.split(","))
             console.print(Text(f"{m} on {newest}: {ops}"))
-    console.print(Text("cell: verdict (ops that fall back to the CPU, are unsupported or unknown)"))
+    console.print(Text("cell: verdict (ops that fall back to the CPU, are unsupported or unknown); "
+                       f"problem ops are listed for the default target, the newest release "
+                       f"({newest})"))
+
+
+def _cell_style(cell: str) -> str:
+    return str(_styled(cell).style)
 
 
 def _styled(cell: str) -> Any:

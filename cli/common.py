@@ -17,6 +17,7 @@ from opcheck.core.errors import OpcheckError, UsageError
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from opcheck.db.catalog import Catalog
     from opcheck.db.data import CatalogData
     from opcheck.db.engine import Contributions
 
@@ -28,6 +29,8 @@ CatalogOpt = Annotated[
                  envvar="OPCHECK_CATALOG", show_default=False),
 ]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table | json")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display on stderr "
+                                         "(it shows only on a terminal anyway)")]
 
 
 @contextmanager
@@ -141,3 +144,16 @@ def open_catalog(explicit: Path | None = None) -> Engine:
     from opcheck.db import engine
 
     return engine.open_catalog(explicit, contributions=workaround_contributions())
+
+
+def release_arg(cat: Catalog, text: str) -> str:
+    """A release as typed (``2.6``, ``v2.6.0.post5``) → the catalog's release, the choice
+    noted on stderr (``opcheck.core.versions.expand_release``)."""
+    from opcheck.core.versions import expand_release
+
+    # a release without a kernel list is taken as typed: the command refuses it by name
+    release, note = expand_release(text, [r.torch_npu for r in cat.releases if r.has_kernels],
+                                   exact=[r.torch_npu for r in cat.releases])
+    if note:
+        typer.echo(f"note: {note}", err=True)
+    return release

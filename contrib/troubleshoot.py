@@ -55,6 +55,7 @@ from opcheck.core.errors import CatalogError, UsageError
 from opcheck.core.opname import canonical
 
 if TYPE_CHECKING:
+    from opcheck.checker.contract import DtypeSupport
     from opcheck.db.catalog import Catalog
 
 M = TypeVar("M", bound=BaseModel)
@@ -626,6 +627,8 @@ class Problem:
     workarounds: list[str] = field(default_factory=list)
     signatures: list[Signature] = field(default_factory=list)  # specific signatures of its lines
     other_codes: list[CodeInfo] = field(default_factory=list)  # the other codes of its lines
+    # per aclnn function and rejected dtype: the products its documented contract takes it on
+    contract: list[DtypeSupport] = field(default_factory=list)
 
     @property
     def findings(self) -> list[Finding]:
@@ -672,6 +675,7 @@ class Problem:
                 "fix": self.rule.fix},
             "workarounds": self.workarounds,
             "signatures": [s.id for s in self.signatures],
+            "contract": [c.as_dict() for c in self.contract],
         }
 
 
@@ -883,6 +887,7 @@ def report_log(result: ExplainResult, cat: Catalog, *, torch_npu: str | None = N
                installed_torch: str | None = None) -> LogReport:
     """Explain ``result`` against the catalog: failures diagnosed, ops checked on the target."""
     from opcheck.checker.check import check
+    from opcheck.checker.contract import dtype_support
     from opcheck.checker.queries import select_target
     from opcheck.contrib import workarounds as wa
     from opcheck.core.oplist import OpList, OpUse
@@ -897,6 +902,9 @@ def report_log(result: ExplainResult, cat: Catalog, *, torch_npu: str | None = N
             if op not in result.ops and op not in via:
                 via[op] = ", ".join(p.functions)
                 uses.append(OpUse(op, 1, locations=[f"line {p.anchor.line}"]))
+    for p in problems:  # the documented contract says where the rejected dtype is taken
+        p.contract = [s for fn in p.functions for d in p.dtypes
+                      for s in [dtype_support(cat, fn, d, target.cann)] if s is not None]
     report = check(cat, OpList(model="log", method="log", ir="log", ops=uses), target,
                    workarounds=wa.workaround_lookup(cat))
     ops = [OpStatus(f.op, str(f.status), f.kernel, f.first_npu_release,

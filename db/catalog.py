@@ -1,5 +1,11 @@
 """The catalog's read API: releases and operators in memory, kernel facts read per release or
-per op. All SQL the checker needs goes through here."""
+per op. All SQL the checker needs goes through here.
+
+Kernel facts are read for the ops asked about, not per release: a check, ``--all-releases``,
+``opcheck op`` and a serve worker need a few hundred ops' rows, not the ~105k rows of every
+release. :meth:`Catalog.kernel_facts` reads one op on every release on first use (the next
+release's resolver asks for the same op); :meth:`Catalog.prefetch` reads a batch for one
+release. :meth:`Catalog.kernels` still reads a whole release for callers that walk it."""
 
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ class ReleaseInfo:
     has_cpu_fallback: bool
     kernel_source: str
     date: str = ""
+    cann_inferred: bool = False  # no table names cann: it is the CANN of the train hotfixed
 
     @property
     def torch_minor(self) -> str:
@@ -76,6 +83,11 @@ def _row_reader(cls: type[_T]) -> tuple[str, Callable[[Sequence[Any]], _T]]:
 _RELEASE_COLS, _read_release = _row_reader(ReleaseInfo)
 _FACT_COLS, _read_facts = _row_reader(KernelFacts)
 
+# Past this many single-op reads on one release, its resolver is walking the op universe
+# (``missing_in_release``): one read of the whole release is then cheaper.
+_SINGLE_READS_BEFORE_FULL = 64
+_CHUNK = 500  # bound parameters per query (SQLite's limit is 999 on old builds)
+
 # `+status`: rows are looked up by op. Given hundreds of ops, the planner would otherwise walk
 # the status index, which nearly every row matches (5x slower on the bundled catalog).
 KERNEL_RELEASES_SQL = "SELECT op, release FROM npukernel WHERE +status = 'kernel' AND op IN ({marks})"
@@ -91,6 +103,13 @@ class Catalog:
     operators: dict[str, OperatorInfo] = field(default_factory=dict)
     meta: dict[str, str] = field(default_factory=dict)
     _kernels: dict[str, dict[str, KernelFacts]] = field(default_factory=dict)
+    # Rows read per op: release → op → facts, complete for the ops in _known[release] (an op
+    # known without facts has no row there). Facts are written before ops are marked known,
+    # so a concurrent reader (serve: event loop and check thread) sees whole answers.
+    _partial: dict[str, dict[str, KernelFacts]] = field(default_factory=dict)
+    _known: dict[str, set[str]] = field(default_factory=dict)
+    _single_reads: dict[str, int] = field(default_factory=dict)
+    _batched: set[str] = field(default_factory=set)  # releases prefetch() has read for
 
     @classmethod
     def load(cls, engine: Engine) -> Catalog:
@@ -122,6 +141,58 @@ class Catalog:
                 ), {"r": release})
                 self._kernels[release] = {r[0]: _read_facts(r[1:]) for r in rows}
         return self._kernels[release]
+
+    def kernel_facts(self, release: str, op: str) -> KernelFacts | None:
+        """``op``'s kernel facts on ``release`` (None: torch_npu registers nothing for it)."""
+        full = self._kernels.get(release)
+        if full is not None:
+            return full.get(op)
+        known = self._known.get(release)
+        if known is None or op not in known:
+            n = self._single_reads[release] = self._single_reads.get(release, 0) + 1
+            if n > _SINGLE_READS_BEFORE_FULL:
+                return self.kernels(release).get(op)
+            self._read_ops([op], None)
+        return self._partial.get(release, {}).get(op)
+
+    def prefetch(self, release: str, ops: Iterable[str]) -> None:
+        """Read the kernel rows of ``ops`` on ``release`` in one go, ahead of
+        :meth:`kernel_facts` (which would read them one op at a time).
+
+        From the second release asked for on, the rows are read for every release: the
+        caller is walking releases (``--all-releases``), and the op index visits every
+        release's rows of an op anyway, so one query serves them all."""
+        if release in self._kernels:
+            return
+        known = self._known.get(release, set())
+        wanted = {op for op in ops if op not in known}
+        widen = bool(self._batched - {release})
+        self._batched.add(release)
+        if wanted:
+            self._read_ops(wanted, None if widen else release)
+
+    def _read_ops(self, ops: Iterable[str], release: str | None) -> None:
+        """Rows of ``ops`` on ``release`` (None: on every release) into ``_partial``."""
+        wanted = sorted(set(ops))
+        got: dict[str, dict[str, KernelFacts]] = defaultdict(dict)
+        where = " AND release = :r" if release is not None else ""
+        with self.engine.connect() as conn:
+            for start in range(0, len(wanted), _CHUNK):
+                chunk = wanted[start:start + _CHUNK]
+                params: dict[str, str] = {f"o{i}": op for i, op in enumerate(chunk)}
+                if release is not None:
+                    params["r"] = release
+                marks = ",".join(f":o{i}" for i in range(len(chunk)))
+                rows = conn.execute(text(
+                    f"SELECT release, op, {_FACT_COLS} FROM npukernel "
+                    f"WHERE op IN ({marks}){where}"
+                ), params)
+                for r in rows:
+                    got[r[0]][r[1]] = _read_facts(r[2:])
+        for rel, facts in got.items():
+            self._partial.setdefault(rel, {}).update(facts)
+        for rel in [release] if release is not None else [r.torch_npu for r in self.releases]:
+            self._known.setdefault(rel, set()).update(wanted)
 
     def registered_ops(self) -> set[str]:
         """Every op torch_npu registers in some release, with any status (one query:

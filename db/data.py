@@ -44,6 +44,8 @@ class ReleaseRec:
     # snapshot's kernel file: every kernel row of the release points to one of these).
     kernel_source_id: int | None = None
     native_source_id: int | None = None
+    # no table names this release's CANN: it is that of the train it hotfixes (7.2.0.1 → 7.2.0)
+    cann_inferred: bool = False
 
 
 @dataclass
@@ -143,6 +145,95 @@ class AclnnCodeRec:
     source_id: int | None = None
 
 
+# --- the CANN side: aclnn functions as the operator libraries document them ------------------
+#
+# Facts that several CANN versions document identically are one row: ``canns`` lists those
+# versions and ``lines`` the row's line in each version's page, in the same order, so a
+# finding can cite the exact line of the page of the version it is about.
+
+
+@dataclass
+class AclnnFunctionRec:
+    """An aclnn function as one CANN version's docs describe it (products with √ / ×)."""
+
+    function: str
+    cann: str  # 8.5.0, 9.0.0, 9.1.0; "head" for a library documented only at a commit
+    library: str  # ops-math, ops-nn, ops-cv, ops-transformer
+    path: str  # the page, relative to the library's root
+    line: int  # the first row of the function's parameter table
+    supported: str = ""  # product aliases marked √, comma-separated
+    unsupported: str = ""  # product aliases marked ×
+    products_line: int = 0
+    source_id: int | None = None  # the library at that version
+
+
+@dataclass
+class AclnnParamRec:
+    """One parameter row of an aclnn function's table: dtypes are the union over products;
+    the per-product exceptions are :class:`AclnnExceptionRec` rows."""
+
+    function: str
+    param: str
+    direction: str = ""  # as the page writes it (输入 / 输出 / 属性 ...)
+    dtypes: str = ""  # CANN dtype tokens (FLOAT16, BFLOAT16, DOUBLE ...), comma-separated
+    formats: str = ""
+    ranks: str = ""
+    non_contiguous: bool | None = None
+    canns: str = ""
+    lines: str = ""
+
+
+@dataclass
+class AclnnExceptionRec:
+    """A per-product dtype statement: ``not`` (excluded there), ``only`` (exhaustive there),
+    ``supports`` (named for those products), ``note`` (no dtype named)."""
+
+    function: str
+    products: str
+    kind: str
+    dtypes: str = ""
+    params: str = ""  # the parameters it names; empty: the whole function
+    conditional: bool = False  # holds only in a case the text describes
+    canns: str = ""
+    lines: str = ""
+    text: str = ""  # upstream prose: in a catalog built from the mirror, not in the snapshot
+
+
+@dataclass
+class AclnnConstraintRec:
+    """A line of a page's 约束说明 (constraints), structured where it has a common form
+    (``rank_max``, ``size_max``, ``range``, ``only``; else ``text``)."""
+
+    library: str
+    path: str
+    kind: str
+    subject: str = ""
+    value: str = ""
+    products: str = ""
+    canns: str = ""
+    lines: str = ""
+    text: str = ""  # upstream prose: in a catalog built from the mirror, not in the snapshot
+
+
+@dataclass
+class OpAclnnRec:
+    """An ATen overload's op_api kernel calls ``aclnn`` in these releases (op-plugin's C++
+    sources at each release's pinned commit). ``kind``: ``exec`` (launches it), ``compat``
+    (``DO_COMPATIBILITY``: falls back to ``fallback``, an acl_op kernel, when the installed
+    CANN lacks the function), ``probe`` (branches on whether it exists)."""
+
+    op: str
+    aclnn: str
+    kind: str
+    fallback: str = ""
+    via: str = ""  # helper chain or delegated kernel ("" when the kernel calls it itself)
+    match: str = ""  # how the C++ function was matched to the overload (signature, arity, name)
+    releases: str = ""  # torch_npu releases, comma-separated
+    path: str = ""  # the source file at the newest of those releases' pins
+    line: int = 0
+    source_id: int | None = None
+
+
 @dataclass
 class WorkaroundRec:
     id: str
@@ -193,11 +284,19 @@ class CatalogData:
     api_support: list[ApiSupportRec] = field(default_factory=list)
     api_ops: list[ApiOpRec] = field(default_factory=list)
     aclnn_codes: list[AclnnCodeRec] = field(default_factory=list)
+    aclnn_functions: list[AclnnFunctionRec] = field(default_factory=list)
+    aclnn_params: list[AclnnParamRec] = field(default_factory=list)
+    aclnn_exceptions: list[AclnnExceptionRec] = field(default_factory=list)
+    aclnn_constraints: list[AclnnConstraintRec] = field(default_factory=list)
+    op_aclnn: list[OpAclnnRec] = field(default_factory=list)
     # Contributed data, read from data/ at build time (not part of the upstream snapshot).
     workarounds: list[WorkaroundRec] = field(default_factory=list)
     # Coverage of well-known architectures (data/snapshot/zoo.tsv, written by `opcheck zoo`).
     zoo: list[ZooRec] = field(default_factory=list)
     meta: dict[str, str] = field(default_factory=dict)
+    # Graph mode (torch.compile with torchair): converters per pinned torchair commit.
+    graph_pins: list[GraphPinRec] = field(default_factory=list)
+    graph_converters: list[GraphConverterRec] = field(default_factory=list)
 
     def add_source(self, scraper: str, path: str, *, url: str = "", ref: str = "",
                    commit: str = "", sha256: str = "", rows: int = 0) -> int:
@@ -209,3 +308,61 @@ class CatalogData:
         self.sources.append(SourceRec(sid, scraper, path, url=url, ref=ref, commit=commit,
                                       sha256=sha256, rows=rows))
         return sid
+
+
+# --- graph mode: torchair's converters (opcheck.scrapers.torchair) ----------------------------
+
+
+@dataclass
+class GraphPinRec:
+    """The torchair commit a torch_npu release pins (its tag's submodule entry) and whether
+    its converters were read: ``read``, ``not_mirrored`` (pin known, converters not
+    available), ``failed`` (they did not parse) or ``no_pin`` (the release has no known pin);
+    all but ``read`` mean graph status unknown."""
+
+    torch_npu: str
+    tag: str = ""
+    torchair: str = ""  # the pinned commit
+    state: str = "no_pin"
+    converters_source_id: int | None = None  # the commit's ge_converter folder, when read
+    source_id: int | None = None  # the pins file
+
+
+@dataclass(frozen=True)
+class GraphConverterRow:
+    """One overload's converter at one torchair commit (a catalog row; see
+    :class:`GraphConverterRec` for the snapshot's grouped form)."""
+
+    op: str
+    status: str  # converted | raises | conditional
+    message: str = ""
+    condition: str = ""
+    dtypes: str = ""
+    min_torch: str = ""
+    path: str = ""
+    line: int = 0
+    source_id: int | None = None  # the commit's ge_converter folder
+
+
+@dataclass
+class GraphConverterRec:
+    """How torchair converts one overload to GE nodes, for every torchair commit that has
+    exactly these facts: ``sources`` lists the commits' converter-folder source ids and
+    ``lines`` the line in each (same order). ``path`` is relative to ``ge_converter/``;
+    ``line`` points at the raise (raises / conditional) or at the ``def``."""
+
+    op: str
+    status: str
+    message: str = ""
+    condition: str = ""
+    dtypes: str = ""  # dtypes the @declare_supported samples name
+    min_torch: str = ""  # registered only on torch >= this
+    path: str = ""
+    sources: str = ""
+    lines: str = ""
+
+    def rows(self) -> list[GraphConverterRow]:
+        return [GraphConverterRow(self.op, self.status, self.message, self.condition,
+                                  self.dtypes, self.min_torch, self.path, int(line), int(sid))
+                for sid, line in zip(self.sources.split(","), self.lines.split(","),
+                                     strict=True) if sid]

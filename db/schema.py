@@ -24,11 +24,19 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from opcheck.db.data import (
     AclnnCodeRec,
+    AclnnConstraintRec,
+    AclnnExceptionRec,
+    AclnnFunctionRec,
+    AclnnParamRec,
     ApiOpRec,
     ApiSupportRec,
     CatalogData,
     DeprecationRec,
+    GraphConverterRec,
+    GraphConverterRow,
+    GraphPinRec,
     KernelRec,
+    OpAclnnRec,
     OperatorRec,
     PythonRec,
     ReleaseRec,
@@ -37,7 +45,7 @@ from opcheck.db.data import (
     ZooRec,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the aclnn tables (CANN contract) and op_aclnn
 # What a built file holds beyond the rows (indexes, search tables). Part of the key of the
 # catalog built in the user cache, so a new layout is rebuilt instead of reused.
 LAYOUT_VERSION = 2
@@ -164,6 +172,22 @@ TABLES: tuple[Table, ...] = (
     Table("zoo_result", ZooRec, lambda d: d.zoo, indexed=("model", "torch_npu")),
     Table("aclnn_code", AclnnCodeRec, lambda d: d.aclnn_codes, indexed=("function", "code"),
           references=_FROM_SOURCE),
+    Table("aclnn_function", AclnnFunctionRec, lambda d: d.aclnn_functions,
+          indexed=("function", "cann"), references=_FROM_SOURCE),
+    Table("aclnn_param", AclnnParamRec, lambda d: d.aclnn_params, indexed=("function",)),
+    Table("aclnn_exception", AclnnExceptionRec, lambda d: d.aclnn_exceptions,
+          indexed=("function",)),
+    Table("aclnn_constraint", AclnnConstraintRec, lambda d: d.aclnn_constraints,
+          indexed=("path",)),
+    Table("op_aclnn", OpAclnnRec, lambda d: d.op_aclnn, indexed=("op", "aclnn"),
+          references=_FROM_SOURCE),
+    # no reference to release: a catalog built from a subset of the releases keeps every pin
+    Table("graph_pin", GraphPinRec, lambda d: d.graph_pins, key="torch_npu",
+          references={"converters_source_id": "source.id", **_FROM_SOURCE}),
+    Table("graph_converter", GraphConverterRow,
+          lambda d: [r for g in d.graph_converters for r in g.rows()], references=_FROM_SOURCE,
+          # one index for both reads: an op at one commit (a check), an op at every commit
+          indexes=(("ix_graph_converter_op_source", ("op", "source_id")),)),
 )
 
 
@@ -221,6 +245,9 @@ class File:
     # zoo.tsv comes from tracing models (``opcheck zoo``), not from a sync: written only when
     # there are rows, and an existing one is kept when there are none.
     optional: bool = False
+    # rows that go into the file (default: all); the others are kept only in a catalog built
+    # from the mirror (constraint lines that are prose and nothing else)
+    keep: Callable[[Any], bool] | None = None
 
     @property
     def header(self) -> list[str]:
@@ -245,4 +272,16 @@ FILES: tuple[File, ...] = (
     File("pythons.tsv", PythonRec, "pythons"),
     ZOO_FILE,
     File("aclnn_codes.tsv", AclnnCodeRec, "aclnn_codes", skip=("description",)),
+    # The snapshot keeps no upstream prose: exception and constraint texts stay upstream (the
+    # parsed kinds, dtypes, products and lines are kept), and a constraint line that is only
+    # prose is not kept at all; its page and line are in the function's source.
+    File("aclnn_functions.tsv", AclnnFunctionRec, "aclnn_functions"),
+    File("aclnn_params.tsv", AclnnParamRec, "aclnn_params"),
+    File("aclnn_exceptions.tsv", AclnnExceptionRec, "aclnn_exceptions", skip=("text",)),
+    File("aclnn_constraints.tsv", AclnnConstraintRec, "aclnn_constraints", skip=("text",),
+         keep=lambda r: r.kind != "text"),
+    File("op_aclnn.tsv", OpAclnnRec, "op_aclnn"),
+    # optional: a snapshot written before graph mode still reads (graph status unknown)
+    File("graph_pins.tsv", GraphPinRec, "graph_pins", optional=True),
+    File("graph_converters.tsv", GraphConverterRec, "graph_converters", optional=True),
 )

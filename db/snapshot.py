@@ -88,6 +88,8 @@ def _write(folder: Path, name: str, header: list[str], rows: list[list[Any]]) ->
 
 def _write_file(folder: Path, spec: File, records: Sequence[Any]) -> None:
     header = spec.header
+    if spec.keep is not None:
+        records = [r for r in records if spec.keep(r)]
     _write(folder, spec.name, header, [[getattr(r, c) for c in header] for r in records])
 
 

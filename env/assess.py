@@ -90,7 +90,7 @@ class Assessment:
             "inventory": self.inventory.to_json(),
             "release": None if r is None else {
                 "torch_npu": r.torch_npu, "torch": r.torch, "train": r.train, "cann": r.cann,
-                "pythons": _pythons(r)},
+                "cann_inferred": r.cann_inferred, "pythons": _pythons(r)},
             "findings": [f.to_json() for f in self.findings],
             "recommendation": self.recommendation.to_json(),
         }
@@ -116,6 +116,34 @@ def same_cann(a: str, b: str) -> bool:
     from opcheck.checker.queries import normalise_cann
 
     return bool(a and b) and normalise_cann(a).upper() == normalise_cann(b).upper()
+
+
+def _cann_pairing(cat: Catalog, release: ReleaseInfo, installed: str, where: str) -> Finding:
+    """The installed CANN against the one the installed torch_npu pairs with: which is older,
+    whether the pairing is only inferred, and the releases that do pair with what is installed."""
+    from opcheck.checker.target import cann_key, compare_cann
+
+    inferred = (f", inferred from train {release.train}: no table names it"
+                if release.cann_inferred else "")
+    if same_cann(installed, release.cann):
+        return Finding("cann", "ok", f"{where} pairs with torch_npu {release.torch_npu}{inferred}")
+    pairs = f"torch_npu {release.torch_npu} pairs with CANN {release.cann} (train {release.train}"
+    try:
+        have, want = cann_key(installed), cann_key(release.cann)
+    except ValueError:
+        have = want = ()
+    if have and have[:3] == want[:3]:
+        # 8.2.RC1.alpha002 or 8.2.RC1.1 for 8.2.RC1: a build of the right version
+        kind = "pre-release build" if have[3:] < want[3:] else "patch"
+        return Finding("cann", "warning", f"{pairs}{inferred}), installed is {where}: a "
+                                          f"{kind} of CANN {release.cann}")
+    how = compare_cann(installed, release.cann)
+    same_line = [r.torch_npu for r in cat.releases
+                 if same_cann(r.cann, installed) and r.torch_minor == release.torch_minor]
+    hint = (f"; torch_npu for CANN {installed} on this torch line: {', '.join(same_line[-3:])}"
+            if same_line else "")
+    older = f" ({how} than {release.cann})" if how in ("older", "newer") else ""
+    return Finding("cann", "mismatch", f"{pairs}{inferred}), installed is {where}{older}{hint}")
 
 
 def _same_minor(a: str, b: str) -> bool:
@@ -298,12 +326,7 @@ def assess(inv: Inventory, cat: Catalog) -> Assessment:
         where = f"CANN {cann.version} ({cann.kind}, {cann.root})"
         known = {r.cann.upper() for r in cat.releases if r.cann}
         if release is not None and release.cann:
-            if same_cann(cann.version, release.cann):
-                add(Finding("cann", "ok", f"{where} pairs with torch_npu {release.torch_npu}"))
-            else:
-                add(Finding("cann", "mismatch",
-                            f"torch_npu {release.torch_npu} pairs with CANN {release.cann} "
-                            f"(train {release.train}), installed is {where}"))
+            add(_cann_pairing(cat, release, cann.version, where))
         elif release is not None:
             add(Finding("cann", "warning", f"{where}: the matrix names no CANN version for "
                                            f"torch_npu {release.torch_npu}"))

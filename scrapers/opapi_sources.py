@@ -449,21 +449,23 @@ def _calls_of(fn: CppFunction, path: str, local_of: dict[str, dict[str, CppFunct
     return found
 
 
-def _has_symint_twin(k: KernelRow, kernels: Sequence[KernelRow]) -> bool:
-    return any(o.section == "symint" and o.op == k.op and o.torch == k.torch and o.op_api
-               for o in kernels)
-
-
-def link_pin(sources: Iterable[tuple[Origin, str]], kernels: Iterable[KernelRow]) -> PinLink:
+def link_pin(sources: Iterable[tuple[Origin, str]], kernels: Iterable[KernelRow], *,
+             parsed: dict[str, tuple[CppFunction, ...]] | None = None) -> PinLink:
     """ATen overload → aclnn function rows for one op-plugin pin.
 
     ``sources``: the pin's ``op_plugin/ops/opapi/*.cpp``; ``kernels``: the rows
     :func:`opcheck.scrapers.opplugin.parse_functions` read from the same pin's
-    ``op_plugin_functions.yaml`` (only ``op_api`` rows are used; one per op).
+    ``op_plugin_functions.yaml`` (only ``op_api`` rows are used; one per op). ``parsed``: a
+    memo of file text → its functions, shared across pins by a caller reading several (most
+    files are identical from one pin to the next; a file's functions depend on its text only).
     """
     kernels_list = list(kernels)
-    files: list[tuple[str, tuple[CppFunction, ...]]] = [
-        (origin.path, parse_kernel_source(text, origin=origin)) for origin, text in sources]
+    memo = {} if parsed is None else parsed
+    files: list[tuple[str, tuple[CppFunction, ...]]] = []
+    for origin, text in sources:
+        if text not in memo:
+            memo[text] = parse_kernel_source(text, origin=origin)
+        files.append((origin.path, memo[text]))
     by_name: dict[str, list[tuple[str, CppFunction]]] = {}
     local_of: dict[str, dict[str, CppFunction]] = {}
     for path, fns in files:
@@ -475,13 +477,14 @@ def link_pin(sources: Iterable[tuple[Origin, str]], kernels: Iterable[KernelRow]
     # of the official section that the symint: section also lists for that torch version gets
     # the _symint C++ name, as op-plugin's generator gives it.
     symint = {(k.op, k.torch) for k in kernels_list if k.section == "symint"}
+    symint_op_api = {(k.op, k.torch) for k in kernels_list if k.section == "symint" and k.op_api}
     groups: dict[tuple[str, str, bool], list[str]] = {}
     aclnn_of: dict[str, str | None] = {}
     for k in kernels_list:
         if not (k.op_api and k.schema) or k.status != "kernel":
             continue
         sym = k.section == "symint" or (k.op, k.torch) in symint
-        if sym and k.section != "symint" and _has_symint_twin(k, kernels_list):
+        if sym and k.section != "symint" and (k.op, k.torch) in symint_op_api:
             continue  # the symint: entry of the same version stands for it
         versions = groups.setdefault((k.op, k.schema, sym), [])
         if k.torch is not None and k.torch not in versions:

@@ -29,6 +29,24 @@ RELEASES_COLUMNS = (
 )
 
 
+# A release tag names its Ascend train and torch version: v7.2.0-pytorch2.1.0, the rc trains
+# v6.0.rc2-pytorch2.3.1 and their hotfixes v5.0.rc3.3-pytorch1.11.0, and once a capital V
+# (V7.2.0.1-pytorch2.1.0, torch_npu 2.1.0.post18). Pre-release builds (…alpha001…, -beta.1,
+# -0day) and the 2.0.x adapter tags are not releases.
+_RELEASE_TAG = re.compile(
+    r"^[vV](?P<train>\d+\.\d+\.(?:\d+|[rR][cC]\d+)(?:\.\d+)*)-pytorch(?P<torch>\d+\.\d+\.\d+)$"
+)
+
+
+def parse_tag_name(name: str) -> tuple[str, str] | None:
+    """``v6.0.RC2-pytorch2.3.1`` → ``("6.0.rc2", "2.3.1")`` (train spelled as the branches
+    spell it); None for a name that is not a release tag."""
+    m = _RELEASE_TAG.match(name.strip())
+    if not m:
+        return None
+    return m["train"].lower(), m["torch"]
+
+
 def parse_releases_tsv(text: str, *, origin: Origin) -> list[ReleaseTagRow]:
     """One row per line of ``releases.tsv``; the header must name exactly the known columns."""
     lines = text.splitlines()
@@ -224,8 +242,10 @@ def _compat_rows(table: PipeTable, kinds: Sequence[str | None], origin: Origin) 
         for kind, cell in zip(kinds, cells, strict=True):
             if kind and kind not in ("ignore", "ascend_pytorch"):
                 rec[kind] = _value(cell)
-        npu = clean_release(rec.get("torch_npu", ""))
-        if not npu:
+        # The 3.0.rc1 README lists two adapters in one cell: "1.5.0.post5，1.8.1.rc1".
+        npus = [clean_release(p) for p in re.split(r"[,，、]", rec.get("torch_npu", ""))]
+        npus = [p for p in npus if p]
+        if not npus:
             raise ScrapeError("row has no torch_npu version", source=origin.path, line=lineno)
         cann_cell = rec.get("cann", "")
         if cann_cell:
@@ -246,18 +266,17 @@ def _compat_rows(table: PipeTable, kinds: Sequence[str | None], origin: Origin) 
                     f"not a PyTorch version: {rec['torch']!r}", source=origin.path, line=lineno
                 )
             torch = tm["v"]
-        else:
+        for npu in npus:
             pm = _TORCH_PREFIX.match(npu)
-            torch = pm[1] if pm else ""
-        out.append(
-            CompatRow(
-                torch_npu_version=npu,
-                torch_version=torch,
-                cann_version=cann_above,
-                branch=rec.get("branch", ""),
-                line=lineno,
+            out.append(
+                CompatRow(
+                    torch_npu_version=npu,
+                    torch_version=torch or (pm[1] if pm else ""),
+                    cann_version=cann_above,
+                    branch=rec.get("branch", ""),
+                    line=lineno,
+                )
             )
-        )
     return out
 
 
@@ -315,8 +334,8 @@ class MatrixRow:
     op_plugin_branch: str
     date: str
     sources: tuple[str, ...] = ()  # files the kept values came from
-    # True when no table names this release and cann_version is that of the train it
-    # hotfixes (7.2.0.1 → 7.2.0); tags_without_cann() still lists it.
+    # True when no table names this release and cann_version is that of its train or of the
+    # train it hotfixes (7.2.0.1 → 7.2.0); tags_without_cann() still lists it.
     cann_inferred: bool = False
 
 
@@ -382,10 +401,15 @@ def merge_matrix(tags: Sequence[ReleaseTagRow], tables: Sequence[CompatTable]) -
         elif cur[name][0] != value:
             conflicts.append(MatrixConflict(npu, name, cur[name][0], cur[name][1], value, source))
 
+    # Old tags spell versions as setup.py did (1.8.1rc1, 1.11.rc1) where the tables write
+    # 1.8.1.rc1 / 1.11.0.rc1: one release, named as the tables (and users) name it.
+    tabled = {release_key(_npu_key(c.torch_npu_version)): _npu_key(c.torch_npu_version)
+              for table in tables for c in table.compat}
     for t in tags:
         if not t.torch_npu_version:
             continue
         npu = _npu_key(t.torch_npu_version)
+        npu = tabled.get(release_key(npu), npu) if release_key(npu) != release_key("0") else npu
         src = f"releases.tsv:{t.line}" if t.line else "releases.tsv"
         for name, value in (
             ("tag", t.tag),
@@ -431,6 +455,7 @@ def merge_matrix(tags: Sequence[ReleaseTagRow], tables: Sequence[CompatTable]) -
 
         torch = get("torch_version")
         branch = get("branch")
+        _check_train(npu, f, conflicts)
         rows.append(
             MatrixRow(
                 torch_npu_version=npu,
@@ -451,22 +476,48 @@ def merge_matrix(tags: Sequence[ReleaseTagRow], tables: Sequence[CompatTable]) -
     return MatrixResult(rows, _dedupe(conflicts) + _dedupe(python_conflicts))
 
 
-def _infer_hotfix_cann(rows: list[MatrixRow]) -> list[MatrixRow]:
-    """Hotfix trains (four parts, 7.2.0.1) ship on their base train's CANN.
+def _check_train(npu: str, f: dict[str, tuple[str, str]], conflicts: list[MatrixConflict]) -> None:
+    """A table row whose branch names another train than the release's tag (1.11.0.post7
+    under v1.11.0-5.0.0 while the tag v5.0.rc3.3-pytorch1.11.0 sets that version): the tag
+    is kept (it is the build), the disagreement is reported."""
+    if "train" not in f or "branch" not in f:
+        return
+    tag_train, tsrc = f["train"]
+    branch, bsrc = f["branch"]
+    other = train_from_branch(branch)
+    if other and other not in (tag_train, _base_train(tag_train)):
+        conflicts.append(MatrixConflict(npu, "train", tag_train, tsrc, other, bsrc))
 
-    Only filled when every tabled release of the base train agrees on one CANN version.
+
+def _base_train(train: str) -> str:
+    """``7.2.0.1`` → ``7.2.0``, ``5.0.rc3.3`` → ``5.0.rc3``: the train a hotfix train fixes."""
+    parts = train.split(".")
+    return ".".join(parts[:3]) if len(parts) == 4 else ""
+
+
+def _infer_hotfix_cann(rows: list[MatrixRow]) -> list[MatrixRow]:
+    """A tagged release no table names ships on its train's CANN (a later build of a tabled
+    train: 2.1.0.post3 of 6.0.rc1) or, for a hotfix train (7.2.0.1, 5.0.rc3.3), on the CANN of
+    the train it fixes.
+
+    Only filled when every tabled release of that train agrees on one CANN version, and
+    marked ``cann_inferred``.
     """
     by_train: dict[str, set[str]] = {}
     for r in rows:
-        if r.train and r.cann_version:
+        # A row whose table branch names another train than its tag (see _check_train) says
+        # nothing reliable about the CANN of either train.
+        if r.train and r.cann_version and train_from_branch(r.branch) in (
+                "", r.train, _base_train(r.train)):
             by_train.setdefault(r.train, set()).add(r.cann_version)
     out: list[MatrixRow] = []
     for r in rows:
-        parts = r.train.split(".")
-        if not r.cann_version and r.tag and len(parts) == 4:
-            base = by_train.get(".".join(parts[:3]), set())
-            if len(base) == 1:
-                r = replace(r, cann_version=next(iter(base)), cann_inferred=True)
+        if not r.cann_version and r.tag:
+            for train in (r.train, _base_train(r.train)):
+                known = by_train.get(train, set()) if train else set()
+                if len(known) == 1:
+                    r = replace(r, cann_version=next(iter(known)), cann_inferred=True)
+                    break
         out.append(r)
     return out
 

@@ -4,28 +4,160 @@ Every fetch that yields catalog facts goes through :meth:`SyncContext.fetch`, wh
 the file as a source row (scraper, path, URL, ref, commit, sha256) and returns its id, so each
 fact can point at the file it came from.  Upstreams that run later read what earlier ones
 found from the fields below (the release matrix, the published wheels, the op-plugin refs).
+
+Parsing each distinct file once
+-------------------------------
+Upstream files repeat: one op-plugin YAML sits unchanged at dozens of commits, one aclnn page
+at every CANN tag.  Parse through :meth:`SyncContext.parsed` instead of calling the scraper::
+
+    got, sid = ctx.fetch(path, "op_plugin")            # or ctx.source.fetch(path), or a path
+    rows = ctx.parsed(got, opplugin.parse_functions, torch="2.1")
+
+It calls ``parser(text, origin=origin, **options)`` once per (parser, options, sha256 of the
+text) in a sync, and, when the sync has a ``parse_cache`` directory (``opcheck sync`` uses
+``<cache dir>/parsed``), once across syncs.  Rules for callers:
+
+* ``parser`` is a module-level function (its ``module.qualname`` is part of the key; lambdas
+  and closures are refused) and ``options`` are plain values (str, int, bool, None).
+* The result is shared between callers and across files: treat it as read-only.
+* A parser whose result depends on where the text came from (it records ``origin.path``, or
+  reads a version or ref off it) must pass ``by_origin=True``, which adds the origin (path,
+  URL, ref, commit) to the key: otherwise a second file with the same content would get the
+  first file's facts.  Such a parse is then only reused across syncs.  Errors are never cached,
+  so they always name the file being parsed.
+* Cross-run entries are keyed on the code too: a hash of every module under ``opcheck.core``
+  and ``opcheck.scrapers``, the parser's own module, the Python version and PyYAML's version.
+  Any edit to a parser (or what it imports from there) invalidates its entries, and entries of
+  older code are removed on the first write.  A parser that depends on other code must live
+  in those packages (or its own module) for this to hold.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import json
+import os
+import pickle
+import shutil
+import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, TypeVar
 
 from opcheck.core.errors import ScrapeError
 from opcheck.db.data import CatalogData, KernelFacts
 from opcheck.scrapers.releases import MatrixResult
-from opcheck.scrapers.rows import KernelRow, Origin
+from opcheck.scrapers.rows import KernelRow
 from opcheck.sync.sources import Fetched, Source
 from opcheck.sync.universe import Universe
 
 Progress = Callable[[str], None]
-KernelParser = Callable[[str, Origin, str | None], list[KernelRow]]
+T = TypeVar("T")
+# A scraper entry point: ``parser(text, origin=origin, **options)``.
+Parser = Callable[..., T]
 # Kernel facts per op of one registry, and the id of the source they came from.
 Kernels = tuple[dict[str, KernelFacts], int]
 
 
 def _quiet(_message: str) -> None:
     pass
+
+
+# Bump when the layout or the pickled form of cache entries changes.
+_CACHE_FORMAT = "1"
+# Parsers are pure functions of code in these packages (plus their own module).
+_PARSER_PACKAGES = ("core", "scrapers")
+
+
+@cache
+def _packages_digest() -> str:
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256(f"{_CACHE_FORMAT}\0{sys.version}\0".encode())
+    try:
+        import yaml  # the line-numbered YAML loader's behaviour is part of what a parse yields
+
+        h.update(str(getattr(yaml, "__version__", "")).encode())
+    except ImportError:
+        pass
+    for package in _PARSER_PACKAGES:
+        for f in sorted((root / package).rglob("*.py")):
+            h.update(f"\0{f.relative_to(root).as_posix()}\0".encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+@cache
+def parser_version(parser: Callable[..., Any]) -> str:
+    """A hash of the code a parse depends on: changes whenever that code changes."""
+    h = hashlib.sha256(_packages_digest().encode())
+    try:
+        source = inspect.getsourcefile(parser)
+    except TypeError:
+        source = None
+    if source is None:
+        raise TypeError(f"{parser!r}: a parser must be a Python function with a source file")
+    h.update(Path(source).read_bytes())
+    return h.hexdigest()
+
+
+def parser_id(parser: Callable[..., Any]) -> str:
+    name = f"{getattr(parser, '__module__', '')}.{getattr(parser, '__qualname__', '')}"
+    if "<" in name or name.startswith("."):
+        # a lambda or closure has no stable name: two of them would share cache entries
+        raise TypeError(f"{parser!r}: a parser must be a module-level function")
+    return name
+
+
+class ParseCache:
+    """Parsed results on disk, one pickle per (parser, code version, options, content)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._pruned: set[str] = set()
+
+    def _file(self, pid: str, version: str, key: str) -> Path:
+        return self.root / pid / version[:32] / f"{key}.pickle"
+
+    def load(self, pid: str, version: str, key: str) -> tuple[bool, Any]:
+        f = self._file(pid, version, key)
+        try:
+            with f.open("rb") as fh:
+                return True, pickle.load(fh)
+        except FileNotFoundError:
+            return False, None
+        except Exception:  # a truncated or foreign entry is a miss
+            return False, None
+
+    def store(self, pid: str, version: str, key: str, value: Any) -> None:
+        f = self._file(pid, version, key)
+        try:
+            self._prune(pid, f.parent.name)
+            f.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=f.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+                os.replace(tmp, f)  # readers see a whole entry or none
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except (OSError, pickle.PicklingError):
+            pass  # a cache that cannot be written only costs time
+
+    def _prune(self, pid: str, current: str) -> None:
+        """Drop the entries older code wrote for this parser (once per parser and run)."""
+        if pid in self._pruned:
+            return
+        self._pruned.add(pid)
+        folder = self.root / pid
+        if folder.is_dir():
+            for old in folder.iterdir():
+                if old.name != current:
+                    shutil.rmtree(old, ignore_errors=True)
 
 
 def canonical_url(path: str) -> str:
@@ -59,19 +191,70 @@ class SyncContext:
     native_by_line: dict[str, Kernels] = field(init=False, default_factory=dict)
     op_plugin_refs: set[str] = field(init=False, default_factory=set)
 
+    # Where parsed results persist across syncs; None: within this sync only.
+    parse_cache: Path | None = None
+    # What parsed() did: distinct parses, within-sync reuses, results read from parse_cache.
+    parse_stats: dict[str, int] = field(
+        init=False, default_factory=lambda: {"parsed": 0, "reused": 0, "cached": 0})
+
     _texts: dict[str, Fetched] = field(init=False, default_factory=dict)
     _parsed: dict[tuple[str, str | None], list[KernelRow]] = field(init=False, default_factory=dict)
+    _memo: dict[tuple[str, str], Any] = field(init=False, default_factory=dict)
+    _disk: ParseCache | None = field(init=False, default=None)
     _row_counts: dict[int, int] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.parse_cache is not None:
+            self._disk = ParseCache(self.parse_cache)
+
+    def text(self, path: str) -> Fetched:
+        """The text at ``path``, fetched once per sync, without registering a source."""
+        if path not in self._texts:
+            self._texts[path] = self.source.fetch(path)
+        return self._texts[path]
 
     def fetch(self, path: str, scraper: str) -> tuple[Fetched, int]:
         """The text at ``path`` (fetched once per sync) and its source id under ``scraper``."""
-        if path not in self._texts:
-            self._texts[path] = self.source.fetch(path)
-        got = self._texts[path]
+        got = self.text(path)
         o = got.origin
         sid = self.data.add_source(scraper, path, url=o.url or canonical_url(path),
                                    ref=o.ref, commit=o.commit, sha256=o.sha256)
         return got, sid
+
+    def parsed(self, got: Fetched | str, parser: Parser[T], *, by_origin: bool = False,
+               **options: str | int | bool | None) -> T:
+        """``parser(text, origin=origin, **options)``, once per distinct content (see the
+        module docstring).  ``got``: fetched text, or a path to fetch (no source row)."""
+        return self._parse(got, parser, by_origin, options)
+
+    def _parse(self, got: Fetched | str, parser: Parser[T], by_origin: bool,
+               options: dict[str, str | int | bool | None]) -> T:
+        if isinstance(got, str):
+            got = self.text(got)
+        pid = parser_id(parser)
+        digest = hashlib.sha256(got.text.encode("utf-8", "surrogatepass")).hexdigest()
+        o = got.origin
+        where = [o.path, o.url, o.ref, o.commit] if by_origin else None
+        key = hashlib.sha256(json.dumps([sorted(options.items()), where, digest]).encode()
+                             ).hexdigest()
+        memo_key = (pid, key)
+        if memo_key in self._memo:
+            self.parse_stats["reused"] += 1
+            return self._memo[memo_key]  # type: ignore[no-any-return]
+        disk, version = self._disk, ""
+        if disk is not None:
+            version = parser_version(parser)
+            hit, value = disk.load(pid, version, key)
+            if hit:
+                self.parse_stats["cached"] += 1
+                self._memo[memo_key] = value
+                return value  # type: ignore[no-any-return]
+        value = parser(got.text, origin=got.origin, **options)
+        self.parse_stats["parsed"] += 1
+        self._memo[memo_key] = value
+        if disk is not None:
+            disk.store(pid, version, key, value)
+        return value
 
     def count(self, sid: int, n: int) -> None:
         """Record how many rows a source gave (the most any parse of it gave)."""
@@ -88,12 +271,17 @@ class SyncContext:
             return []
 
     def kernel_rows(self, path: str, scraper: str, torch: str | None,
-                    parse: KernelParser) -> tuple[list[KernelRow], int]:
-        """Kernel registrations of one registry file, parsed once per (path, torch)."""
+                    parser: Parser[list[KernelRow]], options: dict[str, str] | None = None
+                    ) -> tuple[list[KernelRow], int]:
+        """Kernel registrations of one registry file for torch ``torch`` (None: the file's
+        rows as they are): ``parser`` runs through :meth:`parsed` with ``options``, and rows
+        for another torch version are dropped."""
         got, sid = self.fetch(path, scraper)
         key = (path, torch)
         if key not in self._parsed:
-            rows = parse(got.text, got.origin, torch)
+            rows = self._parse(got, parser, False, dict(options or {}))
+            if torch is not None:
+                rows = [r for r in rows if r.torch is None or r.torch == torch]
             self._parsed[key] = rows
             self.count(sid, len(rows))
         return self._parsed[key], sid

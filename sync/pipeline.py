@@ -48,6 +48,7 @@ def collect(
     progress: Progress | None = None,
     wheels: Iterable[str] | None = None,
     upstreams: Iterable[Upstream] = UPSTREAMS,
+    parse_cache: Path | None = None,
 ) -> SyncResult:
     """Everything the catalog needs from ``source``; failures are collected, not raised,
     except when the release list itself cannot be read.
@@ -55,8 +56,10 @@ def collect(
     ``wheels``: the torch-npu versions to read published wheels for; ``None`` lists what the
     source has (a mirror's ``pypi/torch-npu/``). A wheel that cannot be had (not on the
     user's index) is noted and the release falls back to op-plugin at its pinned commit.
+    ``parse_cache``: a directory where parsed files persist across syncs, keyed on their
+    content and the parser's code (:meth:`SyncContext.parsed`); None: this sync only.
     """
-    ctx = SyncContext(source, universe=universe, wanted_wheels=wheels)
+    ctx = SyncContext(source, universe=universe, wanted_wheels=wheels, parse_cache=parse_cache)
     if progress is not None:
         ctx.progress = progress
     for upstream in upstreams:
@@ -93,6 +96,8 @@ class SyncOptions:
     save_mirror: Path | None = None
     snapshot: Path | None = None
     catalog: Path | None = None
+    # Reuse parses of unchanged files from earlier syncs (<cache dir>/parsed).
+    parse_cache: bool = True
 
 
 @dataclass
@@ -142,6 +147,7 @@ def run_sync(
     """Collect from the source ``opts`` names and, when nothing failed, write the catalog
     atomically (and the snapshot when asked).  ``before_write`` lets a higher layer add its
     own records first (the CLI attaches the contributed workarounds)."""
+    from opcheck.core.paths import cache_dir
     from opcheck.db.build import write_catalog
     from opcheck.db.engine import remove_stale_temp_files, synced_catalog_path
     from opcheck.db.snapshot import write_snapshot
@@ -155,7 +161,8 @@ def run_sync(
         raise UsageError("the ATen op list comes from the installed torch: "
                          "pip install 'opcheck[trace]' (or torch) first")
     result = collect(source, universe=universe, progress=progress,
-                     wheels=live_wheels(source, wanted) if opts.live else None)
+                     wheels=live_wheels(source, wanted) if opts.live else None,
+                     parse_cache=cache_dir() / "parsed" if opts.parse_cache else None)
     if result.failures:
         return SyncOutcome(result)
     if before_write is not None:

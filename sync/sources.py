@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import httpx
 
 from opcheck.core.errors import ScrapeError
+from opcheck.scrapers.releases import parse_tag_name
 from opcheck.scrapers.rows import Origin, WheelFacts
 
 
@@ -42,6 +43,22 @@ class Source(Protocol):
     def exists(self, path: str) -> bool: ...
 
     def list_dir(self, path: str) -> list[str]: ...
+
+
+def walk_files(source: Source, path: str, depth: int = 0) -> list[str]:
+    """Every Markdown/HTML file below ``path`` (sources that cannot list give nothing)."""
+    try:
+        names = source.list_dir(path)
+    except ScrapeError:
+        return []
+    out: list[str] = []
+    for name in names:
+        child = f"{path}/{name}"
+        if name.endswith((".md", ".html")):
+            out.append(child)
+        elif depth < 8:
+            out += walk_files(source, child, depth + 1)
+    return out
 
 
 def _clean_path(path: str) -> str:
@@ -468,8 +485,6 @@ class HttpSource:
         )  # fmt: skip
 
 
-_TAG = re.compile(r"^v(?P<train>\d+(?:\.\d+)+)-pytorch(?P<torch>\d+\.\d+\.\d+)$")
-
 
 def _version_from_setup(text: str) -> str:
     m = re.search(r"""^VERSION\s*=\s*['"]([^'"]+)['"]""", text, re.MULTILINE)
@@ -501,8 +516,8 @@ def build_releases_tsv(src: HttpSource, *, owner: str = "Ascend", repo: str = "p
         page += 1
     rows: list[tuple[str, ...]] = []
     for name, sha in tags:
-        m = _TAG.match(name)
-        if not m:
+        named = parse_tag_name(name)  # rc trains and V7.2.0.1 too; no pre-release builds
+        if named is None:
             continue
         raw = f"github/{owner}/{repo}/{name}"
         version = ""
@@ -530,7 +545,7 @@ def build_releases_tsv(src: HttpSource, *, owner: str = "Ascend", repo: str = "p
                 raise
         info = src.get_json(f"{api}/commits/{sha}")
         date = str(info["commit"]["committer"]["date"])[:10]
-        rows.append((name, m["train"], m["torch"], version, commit, branch, date))
+        rows.append((name, *named, version, commit, branch, date))
     rows.sort(key=lambda r: (r[6], r[0]))
     header = (
         "tag\ttrain\ttorch_version\ttorch_npu_version\top_plugin_commit\top_plugin_branch\tdate"

@@ -15,8 +15,9 @@ Every release gets its kernel list from the most exact place available (:class:`
 1. ``wheel``: the published wheel's ``npu_native_functions_by_codegen.yaml`` (exact truth);
 2. ``op_plugin``: op-plugin at the commit the release tag pins, plus the tag's
    ``npu_native_functions.yaml``;
-3. ``op_plugin_branch``: releases known only from the compatibility tables, from the head of
-   the op-plugin branch of their train (approximate: the branch moved after the release), with
+3. ``op_plugin_branch``: releases known only from the compatibility tables (or whose pinned
+   commit the source lacks), from the head of the op-plugin branch their tag's .gitmodules
+   names, else of their train (approximate: the branch moved after the release), with
    torch_npu's own registrations from the nearest tagged release of the same torch line;
 4. ``none``: in the release matrix only.
 """
@@ -43,9 +44,12 @@ from opcheck.db.data import (
 )
 from opcheck.scrapers import aclnn_codes, apidocs, apimap, npu_native, opplugin, releases, wheel
 from opcheck.scrapers.releases import CompatTable, MatrixResult, MatrixRow
-from opcheck.scrapers.rows import KernelRow, Origin, ReleaseTagRow
+from opcheck.scrapers.rows import KernelRow, ReleaseTagRow
 from opcheck.sync.context import Kernels, SyncContext, canonical_url
+from opcheck.sync.contract import AclnnDocs, OpApiSources
 from opcheck.sync.sources import Source
+from opcheck.sync.sources import walk_files as _walk
+from opcheck.sync.torchair import TorchairConverters
 
 OP_PLUGIN = "github/Ascend/op-plugin"
 PYTORCH = "github/Ascend/pytorch"
@@ -176,19 +180,6 @@ def _facts(rows: Iterable[KernelRow]) -> dict[str, KernelFacts]:
     return out
 
 
-def _parse_codegen(text: str, origin: Origin, _torch: str | None) -> list[KernelRow]:
-    return wheel.parse_codegen(text, origin=origin)
-
-
-def _parse_native(text: str, origin: Origin, _torch: str | None) -> list[KernelRow]:
-    return npu_native.parse_native(text, origin=origin)
-
-
-def _parse_op_plugin(text: str, origin: Origin, torch: str | None) -> list[KernelRow]:
-    rows = opplugin.parse_functions(text, origin=origin, torch=torch)
-    return [r for r in rows if r.torch is None or r.torch == torch]
-
-
 class NpuNative:
     name = "npu_native"
     reads = f"{PYTORCH}/<tag>/{NATIVE}"
@@ -216,7 +207,7 @@ def native_kernels(ctx: SyncContext, tag: str) -> Kernels | None:
     path = f"{PYTORCH}/{tag}/{NATIVE}"
     if not tag or not ctx.source.exists(path):
         return None
-    rows, sid = ctx.kernel_rows(path, "npu_native", None, _parse_native)
+    rows, sid = ctx.kernel_rows(path, "npu_native", None, npu_native.parse_native)
     return _facts(rows), sid
 
 
@@ -244,14 +235,22 @@ def op_plugin_kernels(ctx: SyncContext, ref: str, minor: str) -> Kernels:
     rows: list[KernelRow] = []
     sid = 0
     for path in files:
-        got, sid = ctx.kernel_rows(path, "op_plugin", minor, _parse_op_plugin)
+        # A combined file is parsed once for all torch versions (the same parse OpApiSources
+        # reads) and filtered; a per-version file holds one version and says which.
+        per_version = opplugin.detect_format(ctx.text(path).text) == "per_version"
+        got, sid = ctx.kernel_rows(path, "op_plugin", minor, opplugin.parse_functions,
+                                   {"torch": minor} if per_version else None)
         rows += got
     return _facts(rows), sid
 
 
 def _train_ref(rel: ReleaseRec, refs: set[str]) -> str:
-    train = rel.train or releases.train_from_branch(rel.branch)
-    return train if train in refs else ""
+    """The op-plugin branch a release's pin was taken from: the one its tag's .gitmodules
+    names (a hotfix train such as 5.0.rc3.3 has no branch of its own), else its train's."""
+    for ref in (rel.op_plugin_branch, rel.train, releases.train_from_branch(rel.branch)):
+        if ref and ref in refs:
+            return ref
+    return ""
 
 
 def _nearest_line(by_line: dict[str, Kernels], minor: str) -> Kernels | None:
@@ -293,7 +292,7 @@ def _release_kernels(
         # A wheel the index does not have is normal (old or yanked releases); a wheel that is
         # there but does not parse is a failure like any other source.
         if ctx.source.exists(path):
-            rows, sid = ctx.kernel_rows(path, "wheel", None, _parse_codegen)
+            rows, sid = ctx.kernel_rows(path, "wheel", None, wheel.parse_codegen)
             return _with_aclnn_names(ctx, rel, minor, _facts(rows)), sid, sid, "wheel"
         ctx.notes.append(f"no published wheel for torch_npu {rel.torch_npu}; op-plugin instead")
     if rel.op_plugin_commit and (not refs or rel.op_plugin_commit in refs):
@@ -354,7 +353,7 @@ def _release_from_matrix(m: MatrixRow, source_ids: dict[str, int], tsv_sid: int)
         cann=m.cann_version, pythons=",".join(m.pythons), tag=m.tag, branch=m.branch,
         op_plugin_commit=m.op_plugin_commit, op_plugin_branch=m.op_plugin_branch,
         date=m.date, has_cpu_fallback=bool(m.torch_version) and has_cpu_fallback(m.torch_version),
-        source_id=src,
+        source_id=src, cann_inferred=m.cann_inferred,
     )
 
 
@@ -387,20 +386,6 @@ class Deprecations:
 # --- API docs ----------------------------------------------------------------------------------
 
 
-def _walk(source: Source, path: str, depth: int = 0) -> list[str]:
-    """Every Markdown/HTML file below ``path`` (sources that cannot list give nothing)."""
-    try:
-        names = source.list_dir(path)
-    except ScrapeError:
-        return []
-    out: list[str] = []
-    for name in names:
-        child = f"{path}/{name}"
-        if name.endswith((".md", ".html")):
-            out.append(child)
-        elif depth < 8:
-            out += _walk(source, child, depth + 1)
-    return out
 
 
 def _arg_limits(limits: Iterable[apidocs.ArgLimit]) -> str:
@@ -423,7 +408,8 @@ class ApiDocs:
         for path in apidocs.api_doc_paths(paths):
             try:
                 got, sid = ctx.fetch(path, "apidocs")
-                rows = apidocs.parse_markdown(got.text, origin=got.origin)
+                # rows carry the doc version and ref read off the path
+                rows = ctx.parsed(got, apidocs.parse_markdown, by_origin=True)
             except OpcheckError as exc:
                 ctx.failures.append(str(exc))
                 continue
@@ -490,7 +476,8 @@ class AclnnCodes:
                 # Only pages with a return-code table become sources (most pages of a repo
                 # are not about codes), so they are fetched past ctx.fetch.
                 got = ctx.source.fetch(path)
-                rows = aclnn_codes.parse_return_codes(got.text, origin=got.origin)
+                # a function page's rows name the function its path says
+                rows = ctx.parsed(got, aclnn_codes.parse_return_codes, by_origin=True)
             except OpcheckError as exc:
                 ctx.failures.append(str(exc))
                 continue
@@ -557,4 +544,7 @@ UPSTREAMS: tuple[Upstream, ...] = (
     ApiMap(),
     PytorchUniverse(),
     AclnnCodes(),
+    AclnnDocs(),
+    OpApiSources(),
+    TorchairConverters(),
 )

@@ -18,6 +18,17 @@ if TYPE_CHECKING:
 
 COMPOSITE_IMPLICIT = "CompositeImplicitAutograd"
 
+# CIA ops that torch also gives an autograd formula (an Autograd kernel). The dispatcher uses
+# the CIA kernel on a backend's autograd key only while the backend has no kernel for the op;
+# once it has one (torch_npu's matmul), torch's formula runs in backward and the backend
+# receives the op it calls instead of the backward of the decomposition. op -> that op. The
+# runtime trace records it as a composite of the decomposition's backward ops; checker/levels
+# receives it whole exactly when the forward op is received whole.
+BACKWARD_FORMULA: dict[str, str] = {
+    "aten::matmul": "aten::matmul_backward",
+    "aten::max_pool2d": "aten::max_pool2d_backward",
+}
+
 
 def composites_with_kernels(catalog: Catalog) -> list[str]:
     """The CIA ops of ``catalog`` that torch_npu registers a kernel for in some release

@@ -39,6 +39,7 @@ from opcheck.core.oplist import (
     OpUse,
     Signature,
 )
+from opcheck.tracers.composites import BACKWARD_FORMULA
 from opcheck.tracers.inputs import InputSpec, TensorSpec
 
 if TYPE_CHECKING:
@@ -631,7 +632,10 @@ def _install_escape_kernels() -> None:
 # key where the composite would otherwise decompose, so autograd of the decomposition keeps
 # working) records the op, makes it the parent of every op recorded below it, and continues
 # with the op's own decomposition. The watched set comes from the parent process (the catalog's
-# CIA ops with an NPU kernel in some release); the worker never opens the catalog.
+# CIA ops with an NPU kernel in some release); the worker never opens the catalog. In backward,
+# the decomposition's autograd nodes run; where torch has a formula for the op itself (used once
+# the backend has a kernel), they are recorded as children of the formula's op
+# (_tag_formula_backward).
 _COMPOSITE_LIB: list[Any] = []
 _COMPOSITE_INSTALLED: set[str] = set()
 
@@ -695,13 +699,73 @@ def install_composite_kernels(names: Any) -> list[str]:
 
 
 def _composite_kernel(func: Any) -> Callable[..., Any]:
+    formula = BACKWARD_FORMULA.get(op_name(func) or "")
+
     def kernel(*args: Any, **kwargs: Any) -> Any:
         rec = _ACTIVE[-1][1] if _ACTIVE else None
         with _as_parent(rec, func, args, kwargs) as result:
             result.append(decompose(func, args, kwargs))
+            if formula and rec is not None and rec.parents[-1:] == [op_name(func)]:
+                _tag_formula_backward(rec, formula, args, result[0])
             return result[0]
 
     return kernel
+
+
+def _tag_formula_backward(rec: Recorder, formula: str, args: Any, out: Any) -> None:
+    """Record the backward of a watched CIA op that torch has a formula for (BACKWARD_FORMULA)
+    at both levels: when the autograd nodes its decomposition created run, the formula's op is
+    recorded (as a composite, beside the op) and the ops they run become its children."""
+    import torch
+
+    func = _overload(formula)
+    outs = [t for t in _iter_tensors(out, None) if getattr(t, "grad_fn", None) is not None]
+    if func is None or not outs:
+        return
+    params = func._schema.arguments
+    outer = list(rec.parents[:-1])
+    chain = [*outer, formula]
+    # nodes of the inputs and leaf accumulators belong to the caller, not the decomposition
+    stop = {id(t.grad_fn) for t in _iter_tensors(args, None)
+            if isinstance(t, torch.Tensor) and t.grad_fn is not None}  # fmt: skip
+    saved: list[list[str]] = []
+
+    def enter(*_: Any) -> None:
+        saved.append(rec.parents)
+        rec.parents = list(chain)
+
+    def leave(*_: Any) -> None:
+        rec.parents = saved.pop()
+
+    def formula_call(grad_outputs: Any) -> None:
+        grad = next((g for g in grad_outputs if g is not None), None)
+        mine, rec.parents = rec.parents, list(outer)
+        # torch's formulas call name(grad, *the forward's arguments[, bool[N] output mask])
+        call = [grad, *args][: len(params)]
+        if len(params) == len(call) + 1 and str(params[-1].type).startswith("bool["):
+            call.append([True] * len(func._schema.returns))
+        try:
+            sig = rec.record(func, tuple(call), {}, composite=True)
+            if sig is not None and not sig.outputs:  # gradients of the forward's tensors
+                grads = list(_iter_tensors(args, None))[: len(func._schema.returns)]
+                sig.outputs = [_dtype_name(t.dtype) for t in grads]
+        finally:
+            rec.parents = mine
+
+    seen: set[int] = set()
+    stack = [t.grad_fn for t in outs]
+    for root in {id(n): n for n in stack}.values():
+        root.register_prehook(formula_call)
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen or id(node) in stop:
+            continue
+        seen.add(id(node))
+        if type(node).__name__ == "AccumulateGrad":
+            continue
+        node.register_prehook(enter)
+        node.register_hook(leave)
+        stack.extend(fn for fn, _ in node.next_functions)
 
 
 def decompose(func: Any, args: Any, kwargs: Any) -> Any:

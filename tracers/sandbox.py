@@ -2,10 +2,17 @@
 
 Model files are untrusted code; even with ``--trust`` they run only in this child. The parent
 exchanges JSON files with it and never unpickles anything.
+
+Several models in one invocation (``opcheck zoo``) share one import of torch: inside
+:func:`shared_imports`, :func:`run_worker` asks a :class:`ForkServer` (a template process that
+imported torch once, ``python -m opcheck.tracers.worker --template``) to fork one child per
+model. Each child still gets its own session, address-space limit, timeout and stderr, so a
+model that crashes or runs out of memory takes only its own child down.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -13,9 +20,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from opcheck.core.errors import TraceError
 
@@ -81,6 +92,12 @@ def run_worker(
         raise TraceError(
             f"memory limit {memory_mb} MB is too low to start torch (minimum {MIN_MEMORY_MB} MB)"
         )
+    server = _active
+    if server is not None and env is None:
+        return server.run(request, timeout=timeout, memory_mb=memory_mb)
+    ahead = _ahead
+    if ahead is not None and env is None and ahead.memory_mb == memory_mb and ahead.take():
+        return ahead.run(request, timeout=timeout)
     with tempfile.TemporaryDirectory(prefix="opcheck-trace-") as tmp:
         req = Path(tmp) / "request.json"
         out = Path(tmp) / "result.json"
@@ -93,32 +110,253 @@ def run_worker(
             [sys.executable, "-m", "opcheck.tracers.worker", str(req), str(out)],
             cwd=tmp, env=child_env, timeout=timeout, memory_mb=memory_mb,
         )
-        if child.returncode is None:
-            return _stopped(
-                records, request, f"tracing timed out after {timeout:g} s (raise --timeout)"
+        return _result(child, out, records, request, timeout=timeout, memory_mb=memory_mb)
+
+
+def _result(child: ChildRun, out: Path, records: Path, request: dict[str, Any], *,
+            timeout: float, memory_mb: int) -> dict[str, Any]:
+    """What a finished (or killed) worker left: its result, or why it has none."""
+    if child.returncode is None:
+        return _stopped(
+            records, request, f"tracing timed out after {timeout:g} s (raise --timeout)"
+        )
+    tail = child.stderr[-STDERR_TAIL:]
+    if out.is_file():
+        try:
+            result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise TraceError(f"tracer worker wrote an unreadable result ({exc})") from None
+        if result.get("oom"):
+            raise TraceError(
+                f"tracing ran out of memory (limit {memory_mb} MB; raise --memory-mb)"
             )
-        tail = child.stderr[-STDERR_TAIL:]
-        if out.is_file():
+        return result
+    if looks_oom(child.returncode, tail):
+        why = f"tracing ran out of memory (limit {memory_mb} MB; raise --memory-mb)"
+    elif child.returncode < 0:
+        sig = signal.Signals(-child.returncode).name
+        site = _crash_site(tail)
+        why = f"tracer worker crashed ({sig})" + (
+            f" in {site}" if site else _last_line(tail)
+        )
+    else:
+        why = f"tracer worker exited with code {child.returncode}{_last_line(tail)}"
+    return _stopped(records, request, why)
+
+
+# What the template imports before forking: torch and the tracer (~1-2 s per process saved).
+PRELOAD = ("torch", "opcheck.tracers.runtime")
+
+
+class ForkServer:
+    """A template process that imported torch once and forks one sandboxed child per request
+    (see the module docstring). Thread-safe: requests from several threads run concurrently."""
+
+    def __init__(self, preload: Sequence[str] = PRELOAD) -> None:
+        env = dict(os.environ)
+        env.setdefault("PYTHONWARNINGS", "ignore")
+        # Not the caller's directory: a file there named like a module torch imports
+        # (timeit.py) would shadow it (python -m puts the working directory on sys.path).
+        self._home = tempfile.TemporaryDirectory(prefix="opcheck-template-")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "opcheck.tracers.worker", "--template", *preload],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            cwd=self._home.name, env=env, start_new_session=True,
+        )
+        self._used = False
+        self._ids = itertools.count(1)
+        self._cond = threading.Condition()
+        self._msgs: dict[int, dict[str, Any]] = {}
+        self._dead = False
+        assert self.proc.stdout is not None
+        self._reader = threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True)
+        self._reader.start()
+
+    def _read(self, stream: IO[bytes]) -> None:
+        for line in stream:
             try:
-                result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError) as exc:
-                raise TraceError(f"tracer worker wrote an unreadable result ({exc})") from None
-            if result.get("oom"):
-                raise TraceError(
-                    f"tracing ran out of memory (limit {memory_mb} MB; raise --memory-mb)"
-                )
-            return result
-        if looks_oom(child.returncode, tail):
-            why = f"tracing ran out of memory (limit {memory_mb} MB; raise --memory-mb)"
-        elif child.returncode < 0:
-            sig = signal.Signals(-child.returncode).name
-            site = _crash_site(tail)
-            why = f"tracer worker crashed ({sig})" + (
-                f" in {site}" if site else _last_line(tail)
-            )
+                msg = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            with self._cond:
+                self._msgs.setdefault(int(msg.get("id", 0)), {}).update(msg)
+                self._cond.notify_all()
+        with self._cond:
+            self._dead = True
+            self._cond.notify_all()
+
+    def _wait(self, rid: int, key: str, deadline: float | None) -> dict[str, Any] | None:
+        with self._cond:
+            while key not in self._msgs.get(rid, {}):
+                if self._dead:
+                    raise TraceError("the tracer template process died")
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                self._cond.wait(left)
+            return self._msgs[rid]
+
+    def run(self, request: dict[str, Any], *, timeout: float, memory_mb: int) -> dict[str, Any]:
+        """Like :func:`run_worker`, in a child forked from the template."""
+        with tempfile.TemporaryDirectory(prefix="opcheck-trace-") as tmp:
+            req = Path(tmp) / "request.json"
+            out = Path(tmp) / "result.json"
+            records = Path(tmp) / "records.jsonl"
+            err = Path(tmp) / "stderr.txt"
+            req.write_text(json.dumps({**request, "stream": str(records)}), encoding="utf-8")
+            rid = next(self._ids)
+            self._used = True
+            job = {"id": rid, "request": str(req), "result": str(out), "stderr": str(err),
+                   "cwd": tmp, "memory_mb": memory_mb}
+            with self._cond:
+                if self._dead or self.proc.stdin is None:
+                    raise TraceError("the tracer template process died")
+                try:
+                    self.proc.stdin.write(json.dumps(job).encode() + b"\n")
+                    self.proc.stdin.flush()
+                except OSError:
+                    raise TraceError("the tracer template process died") from None
+            started = self._wait(rid, "pid", None)
+            assert started is not None
+            pid = int(started["pid"])
+            try:
+                done = self._wait(rid, "exit", time.monotonic() + timeout)
+            except BaseException:
+                _kill_session(pid)
+                raise
+            code: int | None
+            if done is None:  # the timeout: the child's whole session goes
+                _kill_session(pid)
+                self._wait(rid, "exit", None)
+                code = None
+            else:
+                code = int(done["exit"])
+            with self._cond:
+                self._msgs.pop(rid, None)
+            stderr = err.read_text(encoding="utf-8", errors="replace") if err.is_file() else ""
+            return _result(ChildRun(code, stderr), out, records, request,
+                           timeout=timeout, memory_mb=memory_mb)
+
+    def close(self) -> None:
+        """End the template (its children are killed with it: see the worker)."""
+        if not self._used:  # started ahead of a trace that never came: no need to wait
+            kill_group(self.proc)
+        if self.proc.stdin is not None:
+            with suppress(OSError):
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            kill_group(self.proc)
+            self.proc.wait()
+        self._reader.join(timeout=5)
+        self._home.cleanup()
+
+
+class WorkerAhead:
+    """One worker process started before its request is known: it imports torch while the
+    caller does its own work (loading the catalog), then runs the request it is handed, in
+    itself: no fork, so none of the copy-on-write cost a forked child pays for one model."""
+
+    def __init__(self, memory_mb: int) -> None:
+        self.memory_mb = memory_mb
+        self._tmp = tempfile.TemporaryDirectory(prefix="opcheck-trace-")
+        tmp = Path(self._tmp.name)
+        self.req, self.out, self.records = (tmp / "request.json", tmp / "result.json",
+                                            tmp / "records.jsonl")
+        env = dict(os.environ)
+        env.setdefault("PYTHONWARNINGS", "ignore")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "opcheck.tracers.worker", "--ahead", str(self.req),
+             str(self.out)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            cwd=tmp, env=env, start_new_session=True,
+            preexec_fn=lambda: set_limits(memory_mb),
+        )
+        self._taken = False
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        """True once: the first request gets this process, later ones start their own."""
+        with self._lock:
+            taken, self._taken = self._taken, True
+            return not taken
+
+    def run(self, request: dict[str, Any], *, timeout: float) -> dict[str, Any]:
+        self.req.write_text(json.dumps({**request, "stream": str(self.records)}),
+                            encoding="utf-8")
+        proc = self.proc
+        try:
+            # (a worker that died while importing: its exit status and stderr say why)
+            _, err = proc.communicate(b"go\n", timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            proc.communicate()
+            child = ChildRun(None, "")
+        except BaseException:
+            kill_group(proc)
+            raise
         else:
-            why = f"tracer worker exited with code {child.returncode}{_last_line(tail)}"
-        return _stopped(records, request, why)
+            child = ChildRun(proc.returncode, err.decode("utf-8", "replace"))
+        return _result(child, self.out, self.records, request, timeout=timeout,
+                       memory_mb=self.memory_mb)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:  # never handed a request (or interrupted)
+            kill_group(self.proc)
+            self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stderr):
+            if pipe is not None:
+                with suppress(OSError):
+                    pipe.close()
+        self._tmp.cleanup()
+
+
+_ahead: WorkerAhead | None = None
+
+
+@contextmanager
+def worker_ahead(memory_mb: int) -> Iterator[WorkerAhead]:
+    """Within the block, the first :func:`run_worker` call (with this memory limit) is served
+    by a worker started now, so its imports overlap the caller's work until then."""
+    global _ahead
+    with _active_lock:
+        if _ahead is not None:
+            raise TraceError("worker_ahead() is already active")
+        worker = _ahead = WorkerAhead(memory_mb)
+    try:
+        yield worker
+    finally:
+        with _active_lock:
+            _ahead = None
+        worker.close()
+
+
+def _kill_session(pid: int) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)  # each child leads its own session
+
+
+# The template run_worker uses while a shared_imports() block is open (None: fresh processes).
+_active: ForkServer | None = None
+_active_lock = threading.Lock()
+
+
+@contextmanager
+def shared_imports(preload: Sequence[str] = PRELOAD) -> Iterator[ForkServer]:
+    """Within the block, :func:`run_worker` forks its children from one template process
+    that imported ``preload`` once. Not nested: one block at a time per process."""
+    global _active
+    with _active_lock:
+        if _active is not None:
+            raise TraceError("shared_imports() is already active")
+        server = _active = ForkServer(preload)
+    try:
+        yield server
+    finally:
+        with _active_lock:
+            _active = None
+        server.close()
 
 
 def _stopped(records: Path, request: dict[str, Any], why: str) -> dict[str, Any]:

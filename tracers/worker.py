@@ -9,15 +9,20 @@ when the request says ``trust``), traces it and writes a JSON result. Any failur
 from __future__ import annotations
 
 import faulthandler
+import importlib
 import json
 import os
+import select
+import signal
 import sys
 import traceback
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from opcheck.core.errors import OpcheckError
 from opcheck.tracers.inputs import InputSpec
+from opcheck.tracers.sandbox import PRELOAD
 
 
 def handle(request: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +100,82 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def template(preload: list[str]) -> int:
+    """``--template MODULE...``: import ``preload`` once, then fork one child per request line
+    on stdin (JSON: id, request, result, stderr, cwd, memory_mb), answering ``{"id", "pid"}``
+    when it starts and ``{"id", "exit"}`` (a return code, negative for a signal) when it ends.
+    Each child leads its own session under its own limits (opcheck.tracers.sandbox)."""
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except Exception:  # a child that needs it fails with its own error
+            traceback.print_exc()
+    children: dict[int, tuple[int, int]] = {}  # pidfd → (request id, pid)
+    buf = b""
+
+    def reply(msg: dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(msg) + "\n")
+        sys.stdout.flush()
+
+    while True:
+        ready, _, _ = select.select([0, *children], [], [])
+        for fd in ready:
+            if fd != 0:
+                rid, pid = children.pop(fd)
+                os.close(fd)
+                _, status = os.waitpid(pid, 0)
+                reply({"id": rid, "exit": os.waitstatus_to_exitcode(status)})
+                continue
+            data = os.read(0, 65536)
+            if not data:  # the parent is done (or gone): no child outlives the template
+                for _rid, pid in children.values():
+                    with suppress(OSError):
+                        os.killpg(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                return 0
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                job = json.loads(line)
+                pid = os.fork()
+                if pid == 0:
+                    for other in children:
+                        os.close(other)
+                    _child(job)  # never returns
+                children[os.pidfd_open(pid)] = (int(job["id"]), pid)
+                reply({"id": job["id"], "pid": pid})
+
+
+def _child(job: dict[str, Any]) -> None:
+    code = 1
+    try:
+        os.setsid()  # the parent kills the whole session at the timeout
+        from opcheck.tracers.sandbox import set_limits
+
+        set_limits(int(job["memory_mb"]))
+        os.chdir(str(job["cwd"]))
+        err = os.open(str(job["stderr"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.dup2(err, 2)
+        code = main([str(job["request"]), str(job["result"])])
+        sys.stderr.flush()
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--template"]:
+        sys.exit(template(sys.argv[2:]))
+    if sys.argv[1:2] == ["--ahead"]:  # started early (sandbox.WorkerAhead): import, then wait
+        for name in PRELOAD:
+            importlib.import_module(name)
+        if sys.stdin.readline().strip() != "go":
+            os._exit(0)  # the caller never needed a trace
+        sys.argv[1:] = sys.argv[2:]
     code = main(sys.argv[1:])
     sys.stderr.flush()
     # The result is written: skip interpreter teardown, where the autograd engine's device

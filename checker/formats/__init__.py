@@ -24,9 +24,10 @@ __all__ = ["REPORT_FORMATS", "ZOO_FORMATS", "Format", "Registry", "RenderContext
 REPORT_FORMATS: Registry[Report] = Registry("report", [
     Format("table", "verdict and problems as a terminal table", terminal=True),
     Format("json", "the report document (kind opcheck.report)", "report_json"),
-    Format("markdown", "a migration report to hand over, with the machine's environment",
+    Format("markdown", "a migration report to hand over: the target, the model, its ops",
            "report_markdown", wants_environment=True),
     Format("sarif", "SARIF 2.1.0 for code-scanning dashboards", "report_sarif"),
+    Format("csv", "one line per op, every op (spreadsheets)", "report_csv"),
     Format("junit", "JUnit XML, one test case per op, for CI test reports", "report_junit"),
 ])  # fmt: skip
 

@@ -23,6 +23,7 @@ class RenderContext:
     """What a renderer may need beyond the document."""
 
     environment: Mapping[str, str] | None = None  # component → version (``wants_environment``)
+    all_ops: bool = False  # list every op, not only the problems (``--all-ops``)
 
 
 @dataclass(frozen=True)

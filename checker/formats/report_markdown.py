@@ -2,49 +2,61 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from opcheck.checker.formats.text import md_escape, summary_line, target_line
+from opcheck.checker.formats.text import (
+    first_full_npu,
+    matrix_cell,
+    matrix_groups,
+    matrix_rows,
+    md_escape,
+    relative_location,
+    report_root,
+    summary_line,
+    target_line,
+)
 from opcheck.core.vocab import Status
 
 if TYPE_CHECKING:
-    from opcheck.checker.check import Report
+    from opcheck.checker.check import Finding, Report
     from opcheck.checker.formats.base import RenderContext
 
 
-def to_markdown(report: Report, *, environment: Mapping[str, str] | None = None) -> str:
-    out = [f"# NPU migration report: {report.model or 'model'}", ""]
-    out += [f"**Verdict: {summary_line(report)}**", "", f"Target: {target_line(report)}", ""]
-    if environment:
-        out += ["## Environment", "", "| component | version |", "|---|---|"]
-        out += [f"| {k} | {md_escape(v)} |" for k, v in environment.items()]
+def to_markdown(report: Report, *, environment: Mapping[str, str] | None = None,
+                all_ops: bool = False) -> str:
+    root = report_root(report)
+    model = relative_location(report.model, root) if root else report.model
+    out = [f"# NPU migration report: {model or 'model'}", ""]
+    out += [f"**Verdict: {summary_line(report)}**", ""]
+    t = report.target
+    out += ["## Target", "", "| component | version |", "|---|---|",
+            f"| torch_npu | {t.get('torch_npu', '')} |", f"| torch | {t.get('torch', '')} |",
+            f"| CANN | {t.get('cann') or 'unknown (not in the compatibility tables)'} |",
+            f"| Ascend Extension for PyTorch (train) | {t.get('train', '')} |",
+            f"| Python | {md_escape((t.get('pythons') or '?').replace(',', ', '))} |", ""]
+    out.append(f"Checked as: {target_line(report)}.")
+    out.append("")
+    out += ["## Model", "", f"- model: `{model or '?'}`",
+            f"- listing: {report.method} ({report.ir}), mode {report.mode}",
+            f"- ops: {len(report.ops)} distinct, {sum(f.count for f in report.ops)} calls",
+            f"- complete: {'yes' if report.complete else 'no (' + report.stopped + ')'}"]
+    if root:
+        out.append("- paths are relative to the model's project folder")
+    out.append("")
+    for warning in report.warnings:
+        out.append(f"> Warning: {warning}")
+    if report.warnings:
         out.append("")
     out += ["## Coverage", "", "| status | ops | calls |", "|---|---|---|"]
     for status in Status:
         calls = sum(f.count for f in report.ops if f.status == status)
         out.append(f"| {status} | {report.counts[status.value]} | {calls} |")
     out.append("")
-    out.append(f"Listing: {report.method} ({report.ir}), mode {report.mode}.")
-    for warning in report.warnings:
-        out.append(f"> Warning: {warning}")
-    out.append("")
     problems = report.problems
-    out += ["## Problems", ""]
-    if not problems:
-        out.append("None: every op runs on the NPU.")
-    else:
-        out += ["| op | status | calls | dtypes | where | first NPU release | workarounds |",
-                "|---|---|---|---|---|---|---|"]
-        for f in problems:
-            shown = f.status + (" (restricted)" if f.restricted else "")
-            where = ", ".join((f.locations or f.modules)[:2])
-            first = f.first_npu_release or (f"{f.first_npu_release_any} (other torch line)"
-                                            if f.first_npu_release_any else "none yet")
-            wa = ", ".join(w.id for w in f.workarounds) or "-"
-            out.append(f"| `{f.op}` | {shown} | {f.count} | {', '.join(f.dtypes)} | "
-                       f"{md_escape(where)} | {first} | {wa} |")
-        out.append("")
+    out += _op_table("Problems", problems, root,
+                     empty="None: every op runs on the NPU.")
+    if problems:
         out += ["### Details", ""]
         for f in problems:
             out.append(f"- `{f.op}`: {md_escape(f.reason)}")
@@ -54,10 +66,71 @@ def to_markdown(report: Report, *, environment: Mapping[str, str] | None = None)
                 out.append(f"  - restriction ({r.api}): {r.text}")
             for w in f.workarounds:
                 out.append(f"  - workaround `{w.id}`: {w.title}")
+        out.append("")
+    if all_ops:
+        out += _op_table("All ops", report.ops, root, empty="The op list is empty.")
+    if report.matrix:
+        out += _matrix(report.matrix)
+    if report.graph is not None:
+        from opcheck.checker.graph import graph_markdown
+
+        out += [*graph_markdown(report.graph), ""]
     if report.notes:
-        out += ["", "## Notes", ""] + [f"- {n}" for n in report.notes]
-    return "\n".join(out) + "\n"
+        out += ["## Notes", ""] + [f"- {n}" for n in report.notes] + [""]
+    if environment:
+        out += ["## Appendix: the machine that ran opcheck", "",
+                "Where the report was made, which need not be the target above.", "",
+                "| component | version |", "|---|---|"]
+        out += [f"| {k} | {md_escape(v)} |" for k, v in environment.items()]
+        out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _op_table(title: str, ops: Sequence[Finding], root: str, *, empty: str) -> list[str]:
+    out = [f"## {title}", ""]
+    if not ops:
+        return [*out, empty, ""]
+    out += ["| op | status | calls | dtypes | where | first NPU release | workarounds |",
+            "|---|---|---|---|---|---|---|"]
+    for f in ops:
+        shown = f.status + (" (restricted)" if f.restricted else "")
+        where = ", ".join(relative_location(x, root) for x in (f.locations or f.modules)[:2])
+        first = f.first_npu_release or (f"{f.first_npu_release_any} (other torch line)"
+                                        if f.first_npu_release_any else "none yet")
+        if f.status.runs_on_npu and not f.restricted:
+            first = ""
+        wa = ", ".join(w.id for w in f.workarounds) or "-"
+        out.append(f"| `{f.op}` | {shown} | {f.count} | {', '.join(f.dtypes)} | "
+                   f"{md_escape(where)} | {first} | {wa} |")
+    out.append("")
+    return out
+
+
+def _matrix(matrix: Mapping[str, Any]) -> list[str]:
+    """ops × release groups; the first group running the whole model on the NPU in bold."""
+    groups = matrix_groups(matrix)
+    shown, clean = matrix_rows(groups)
+    star = first_full_npu(groups)
+    out = ["## Every release", ""]
+    oldest = matrix.get("oldest_full_npu_release") or ""
+    out.append(f"Oldest release running the whole model on the NPU: **{oldest or 'none'}**.")
+    out.append("")
+    if not groups:
+        return out
+    heads = [f"**{g.label}** ★" if i == star else g.label for i, g in enumerate(groups)]
+    out += ["| op | " + " | ".join(md_escape(h) for h in heads) + " |",
+            "|---|" + "---|" * len(groups)]
+    for op in shown:
+        cells = [matrix_cell(g.statuses[op]) for g in groups]
+        cells = [f"**{c}**" if i == star else c for i, c in enumerate(cells)]
+        out.append(f"| `{op}` | " + " | ".join(cells) + " |")
+    out += ["", f"Columns are runs of consecutive releases with the same statuses; {clean} other "
+            "ops run on the NPU in every release that receives them. Cells: npu, comp "
+            "(composite), cpu (CPU fallback), NO (unsupported), ? (unknown), – (the release "
+            "does not receive the op). ★: the first group running the whole model on the NPU.",
+            ""]
+    return out
 
 
 def render(report: Report, ctx: RenderContext) -> str:
-    return to_markdown(report, environment=ctx.environment)
+    return to_markdown(report, environment=ctx.environment, all_ops=ctx.all_ops)

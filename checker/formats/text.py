@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from opcheck.core.vocab import Status
 
@@ -13,6 +15,9 @@ if TYPE_CHECKING:
 def target_line(report: Report) -> str:
     t = report.target
     cann = f"CANN {t['cann']}" if t.get("cann") else "CANN unknown (not in the compatibility tables)"
+    cann += {"inferred": " (inferred from its train)", "requested": (
+        f" (requested; the release pairs with CANN {t.get('cann_paired') or 'unknown'})")}.get(
+        t.get("cann_basis", ""), "")
     return f"torch_npu {t['torch_npu']} (torch {t['torch']}, {cann})"
 
 
@@ -34,3 +39,90 @@ def summary_line(report: Report) -> str:
 def md_escape(text: str) -> str:
     """Text safe inside a Markdown table cell."""
     return text.replace("|", "\\|")
+
+
+# The short words of the --all-releases matrix cells (a status name is too wide for a grid of
+# release groups); a status missing here is shown by its value.
+MATRIX_CELL = {Status.NPU: "npu", Status.COMPOSITE: "comp", Status.CPU_FALLBACK: "cpu",
+               Status.UNSUPPORTED: "NO", Status.UNKNOWN: "?"}
+NOT_RECEIVED = "–"  # the release does not receive the op (a composite op whole or decomposed)
+
+
+@dataclass(frozen=True)
+class ReleaseGroup:
+    """Consecutive releases whose matrix columns are identical."""
+
+    releases: tuple[str, ...]
+    statuses: dict[str, str]  # op → status ("" = the release does not receive the op)
+    full_npu: bool  # every op it receives runs on the NPU
+
+    @property
+    def label(self) -> str:
+        first, last = self.releases[0], self.releases[-1]
+        return first if first == last else f"{first} – {last}"
+
+
+def matrix_groups(matrix: Mapping[str, Any]) -> list[ReleaseGroup]:
+    """The ``--all-releases`` matrix folded into runs of releases with identical columns."""
+    ops: Mapping[str, Mapping[str, str]] = matrix.get("ops", {})
+    full = set(matrix.get("full_npu_releases", []))
+    groups: list[ReleaseGroup] = []
+    for rel in matrix.get("releases", []):
+        column = {op: str(cells.get(rel, "")) for op, cells in ops.items()}
+        if groups and groups[-1].statuses == column and groups[-1].full_npu == (rel in full):
+            last = groups[-1]
+            groups[-1] = ReleaseGroup((*last.releases, rel), last.statuses, last.full_npu)
+        else:
+            groups.append(ReleaseGroup((rel,), column, rel in full))
+    return groups
+
+
+def matrix_rows(groups: Sequence[ReleaseGroup]) -> tuple[list[str], int]:
+    """The ops worth a matrix row (not on the NPU in some group that receives them), and how
+    many ops run on the NPU wherever they are received."""
+    ops = list(groups[0].statuses) if groups else []
+    shown = [op for op in ops
+             if any(g.statuses[op] and not Status(g.statuses[op]).runs_on_npu for g in groups)]
+    return shown, len(ops) - len(shown)
+
+
+def matrix_cell(status: str) -> str:
+    if not status:
+        return NOT_RECEIVED
+    try:
+        return MATRIX_CELL.get(Status(status), status)
+    except ValueError:
+        return status
+
+
+def first_full_npu(groups: Sequence[ReleaseGroup]) -> int:
+    """Index of the first group running the whole model on the NPU (-1: none)."""
+    return next((i for i, g in enumerate(groups) if g.full_npu), -1)
+
+
+def relative_location(location: str, root: str) -> str:
+    """``/home/me/proj/model.py:12`` → ``model.py:12`` when under ``root`` (the model's
+    project root): a shared report should not carry one machine's absolute paths."""
+    if root and location.startswith(root.rstrip("/") + "/"):
+        return location[len(root.rstrip("/")) + 1:]
+    return location
+
+
+def _path_of(location: str) -> str:
+    path, sep, line = location.rpartition(":")
+    return path if sep and line.isdigit() else location
+
+
+def report_root(report: Report) -> str:
+    """The model's project root as far as the report shows it: the deepest folder holding the
+    model file (when given as an absolute path) and every absolute source location."""
+    import posixpath
+
+    dirs = [posixpath.dirname(_path_of(loc)) for f in report.ops for loc in f.locations
+            if loc.startswith("/")]
+    if report.model.startswith("/"):
+        dirs.append(posixpath.dirname(_path_of(report.model)))
+    if not dirs:
+        return ""
+    root = posixpath.commonpath(dirs)
+    return "" if root == "/" else root

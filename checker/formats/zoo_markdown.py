@@ -34,7 +34,7 @@ def to_markdown(result: ZooResult) -> str:
         label = first if first == last else f"{first} – {last}"
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     newest = result.releases[-1] if result.releases else ""
-    lines += ["", f"## Problem ops on the newest release ({newest})", ""]
+    lines += ["", f"## Problem ops on the default target, the newest release ({newest})", ""]
     for m in result.models:
         row = result.row(m, newest)
         if row is None:

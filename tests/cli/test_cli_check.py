@@ -133,7 +133,10 @@ def test_junit_has_a_case_per_op_and_a_failure_per_problem(base: list[str]) -> N
 def test_markdown_lists_problems_and_the_environment(base: list[str]) -> None:
     md = invoke(*base, "--format", "markdown").output
     assert "| `aten::isin.Tensor_Tensor` | cpu_fallback | 3 |" in md
-    assert "## Environment" in md and "| torch |" in md
+    # the target and the model first; the machine that ran opcheck in its own appendix
+    assert md.index("## Target") < md.index("## Model") < md.index("## Problems")
+    appendix = md[md.index("## Appendix: the machine that ran opcheck"):]
+    assert "| torch |" in appendix and "| torch_npu |" in appendix
 
 
 def test_markdown_coverage_has_a_line_per_status(base: list[str]) -> None:
@@ -191,7 +194,7 @@ def test_baseline_shows_only_what_changed(base: list[str], cat_path: Path, oplis
 @pytest.mark.parametrize("args, message", [
     (["--torch-npu", "9.9"], "unknown torch_npu release"),
     (["--format", "xml"],
-     "unknown format 'xml' (choose from table, json, markdown, sarif, junit)"),
+     "unknown format 'xml' (choose from table, json, markdown, sarif, csv, junit)"),
     (["--fail-on", "sometimes"],
      "--fail-on must be one of unsupported, fallback, restricted, never"),
 ])
@@ -235,3 +238,19 @@ def test_op_history_table_names_the_first_npu_release(cat_path: Path) -> None:
     table = invoke("op", "aten::isin.Tensor_Tensor_out", "--catalog", str(cat_path))
     assert table.exit_code == 0
     assert NEW in table.output and "npu" in table.output
+
+
+def test_op_shows_the_aclnn_contract_per_cann_and_graph_runs(bundled_catalog: Path) -> None:
+    out = invoke("op", "aten::index.Tensor", "--catalog", str(bundled_catalog)).output
+    assert "aclnn aclnnIndex: called in" in out
+    # per CANN version, newest first, with what each product lacks
+    assert out.index("CANN 9.1.0 (ops-nn)") < out.index("CANN 9.0.0 (ops-nn)")
+    assert "910A: no BFLOAT16, COMPLEX64" in out and "aclnnIndex.md#L" in out
+    assert "graph mode (torchair):" in out
+    doc = json.loads(invoke("op", "aten::index.Tensor", "--catalog", str(bundled_catalog),
+                            "--format", "json").output)
+    [entry] = doc["aclnn"]
+    newest = entry["docs"][-1]
+    self_ = next(p for p in newest["params"] if p["param"] == "self")
+    assert "COMPLEX64" in self_["by_product"]["950"]
+    assert "COMPLEX64" not in self_["by_product"]["910B"]

@@ -447,3 +447,24 @@ def test_fallback_workarounds_only_for_ops_in_the_log(cli: Callable[..., Result]
     for other in ("isin-tensor-tensor-rewrite", "torchvision-nms-rewrite", "linalg-lstsq-rewrite"):
         assert other not in r.output
 
+
+
+def test_the_documented_contract_says_where_the_dtype_is_taken(
+        cli: Callable[..., Result], bundled_catalog: Path, tmp_path: Path) -> None:
+    """A uint64 add (Ascend/pytorch#158): the aclnnAdds page lists no UINT64 on any product."""
+    log = tmp_path / "uint64.log"
+    log.write_text(
+        "RuntimeError: add_out_npu_nocheck:third_party/op-plugin/op_plugin/ops/opapi/"
+        "AddKernelNpuOpApi.cpp:52 NPU function error: call aclnnAdds failed, error code is 161002\n"
+        "[PID: 1] 2026-08-03-15:41:28.117.010 AclNN_Parameter_Error(EZ1001): Tensor self not "
+        "implemented for DT_UINT64, should be in dtype support list [DT_FLOAT,DT_INT32,].\n",
+        encoding="utf-8")
+    doc = _json(cli, bundled_catalog, log)
+    (prob,) = doc["problems"]
+    [adds] = [c for c in prob["contract"] if c["function"] == "aclnnAdds"]
+    assert adds["dtype"] == "UINT64" and not adds["accepts"]
+    assert {"910B", "910C"} <= set(adds["rejects"]) and "/aclnnAdds.md#L" in adds["url"]
+    cast = _json(cli, bundled_catalog, LOGS / "bf16_cast_910a.log")
+    [c] = [c for p in cast["problems"] for c in p["contract"] if c["function"] == "aclnnCast"]
+    assert (c["dtype"], c["rejects"][:2]) == ("BFLOAT16", ["910A", "310P"])
+    assert "910B" in c["accepts"]

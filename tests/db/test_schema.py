@@ -14,11 +14,18 @@ from opcheck.db.build import write_catalog
 from opcheck.db.catalog import Catalog, ReleaseInfo
 from opcheck.db.data import (
     AclnnCodeRec,
+    AclnnConstraintRec,
+    AclnnExceptionRec,
+    AclnnFunctionRec,
+    AclnnParamRec,
     ApiFacts,
     ApiOpRec,
     ApiSupportRec,
     CatalogData,
+    GraphConverterRec,
+    GraphPinRec,
     KernelFacts,
+    OpAclnnRec,
     WorkaroundRec,
     ZooRec,
 )
@@ -67,6 +74,18 @@ def _only(name: str) -> CatalogData:
     full.api_ops = [ApiOpRec("torch.isin", "aten::isin.Tensor_Tensor")]
     full.zoo = [ZooRec("resnet18", "2.1.0.post17", "YES")]
     full.aclnn_codes = [AclnnCodeRec("aclnnIsin", "161002", "ACLNN_ERR_PARAM_INVALID")]
+    full.aclnn_functions = [AclnnFunctionRec("aclnnIsin", "9.1.0", "ops-math", "docs/a.md", 9)]
+    full.aclnn_params = [AclnnParamRec("aclnnIsin", "self", dtypes="FLOAT", canns="9.1.0",
+                                       lines="9")]
+    full.aclnn_exceptions = [AclnnExceptionRec("aclnnIsin", "910A", "not", "BFLOAT16",
+                                               canns="9.1.0", lines="12")]
+    full.aclnn_constraints = [AclnnConstraintRec("ops-math", "docs/a.md", "rank_max", "self",
+                                                 "8", canns="9.1.0", lines="30")]
+    full.op_aclnn = [OpAclnnRec("aten::isin.Tensor_Tensor", "aclnnIsin", "exec",
+                                releases="2.1.0.post17")]
+    full.graph_pins = [GraphPinRec("2.1.0.post17", "v7.2.0-pytorch2.1.0", "a" * 40, "read", 1)]
+    full.graph_converters = [GraphConverterRec("aten::relu", "converted", path="aten/relu.py",
+                                               sources="1", lines="9")]
     data = CatalogData()
     setattr(data, name, getattr(full, name))
     return data

@@ -615,3 +615,54 @@ def test_cli_errors_exit_2(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "unknown format" in r.output
     r = runner.invoke(_app(), ["env", "--catalog", str(tmp_path / "none.sqlite")])
     assert r.exit_code == 2 and "no catalog" in r.output
+
+
+# --- the pairing of the installed torch_npu and CANN ------------------------------------------
+
+@pytest.fixture(scope="module")
+def paired_cat(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    d = _catalog_data()
+    # a hotfix tag no table names: its CANN is that of train 7.2.0, inferred
+    d.releases.append(ReleaseRec("2.1.0.post18", "2.1.0", "7.2.0.1", "8.3.RC1", "3.8,3.9",
+                                 "V7.2.0.1-pytorch2.1.0", has_cpu_fallback=True, sort_key=8,
+                                 cann_inferred=True))
+    path = write_catalog(d, tmp_path_factory.mktemp("paired") / "c.sqlite")
+    return Catalog.load(open_catalog(path))
+
+
+def test_older_cann_names_the_releases_that_pair_with_it(tmp_path: Path,
+                                                          paired_cat: Catalog) -> None:
+    toolkit(tmp_path / "Ascend", "8.0.0")
+    res = assess(machine(tmp_path, torch="2.1.0", torch_npu="2.1.0.post17"), paired_cat)
+    msg = message(res, "cann", "mismatch")
+    assert "pairs with CANN 8.3.RC1 (train 7.2.0), installed is CANN 8.0.0" in msg
+    assert "(older than 8.3.RC1); torch_npu for CANN 8.0.0 on this torch line: 2.1.0.post10" in msg
+    assert not res.consistent
+
+
+def test_newer_cann_is_a_mismatch_saying_newer(tmp_path: Path, paired_cat: Catalog) -> None:
+    toolkit(tmp_path / "Ascend", "9.0.0")
+    res = assess(machine(tmp_path, torch="2.1.0", torch_npu="2.1.0.post17"), paired_cat)
+    msg = message(res, "cann", "mismatch")
+    assert msg.endswith("(newer than 8.3.RC1)"), msg
+
+
+def test_inferred_pairing_says_so(tmp_path: Path, paired_cat: Catalog) -> None:
+    toolkit(tmp_path / "Ascend", "8.3.RC1")
+    res = assess(machine(tmp_path, torch="2.1.0", torch_npu="2.1.0.post18", python="3.9.2"),
+                 paired_cat)
+    assert "pairs with torch_npu 2.1.0.post18, inferred from train 7.2.0.1" in message(
+        res, "cann", "ok")
+    assert res.to_json()["release"]["cann_inferred"] is True
+    other = assess(machine(tmp_path / "o", torch="2.1.0", torch_npu="2.1.0.post17"), paired_cat)
+    assert other.to_json()["release"]["cann_inferred"] is False
+
+
+def test_prerelease_build_of_the_paired_cann_is_a_warning(tmp_path: Path,
+                                                           paired_cat: Catalog) -> None:
+    toolkit(tmp_path / "Ascend", "8.3.RC1.alpha002")
+    res = assess(machine(tmp_path, torch="2.1.0", torch_npu="2.1.0.post17", python="3.9.2"),
+                 paired_cat)
+    assert statuses(res, "cann")[0] == "warning"
+    assert "a pre-release build of CANN 8.3.RC1" in message(res, "cann", "warning")
+    assert res.consistent

@@ -100,7 +100,7 @@ def test_decomposition_named_where_it_runs(catalog: Catalog, watched: list[str])
     facts = res.kernels["aten::slogdet"]
     assert "aten::linalg_slogdet" not in res.kernels
     # no kernel for slogdet: its decomposition runs, down to the first op with a kernel
-    res.kernels = {k: v for k, v in res.kernels.items() if k != "aten::slogdet"}
+    res.kernels = {k: res.kernels[k] for k in res.kernels if k != "aten::slogdet"}  # type: ignore[assignment]
     got = received(ol, res)
     assert "aten::slogdet" not in got.by_op() and "aten::linalg_slogdet" not in got.by_op()
     assert got.by_op()["aten::_linalg_slogdet"].via == ["aten::slogdet", "aten::linalg_slogdet"]
@@ -108,7 +108,7 @@ def test_decomposition_named_where_it_runs(catalog: Catalog, watched: list[str])
     assert any(n.startswith("aten::slogdet has no NPU kernel in torch_npu 2.7.1.post2")
                and "aten::_linalg_slogdet" in n for n in got.notes)  # fmt: skip
     # a kernel one level down (linalg_slogdet) is received whole instead of its children
-    res.kernels = {**res.kernels, "aten::linalg_slogdet": facts}
+    res.kernels = {**res.kernels, "aten::linalg_slogdet": facts}  # type: ignore[assignment,dict-item]
     got = received(ol, res)
     assert "aten::linalg_slogdet" in got.by_op() and "aten::_linalg_slogdet" not in got.by_op()
     assert got.by_op()["aten::linalg_slogdet"].via == ["aten::slogdet"]
@@ -122,6 +122,88 @@ def test_training_keeps_gradients_through_composite_kernels(watched: list[str]) 
     assert {"aten::linalg_lu_solve", "aten::mm"} <= set(leaves)
     assert "backward" in leaves["aten::mm"].modules
     assert any(o.startswith("aten::_foreach_") for o in leaves)
+
+
+class Matmul(torch.nn.Module):  # type: ignore[misc]
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.empty(4, 4))
+
+    def forward(self, x: Any) -> Any:
+        return torch.matmul(x.unsqueeze(0).expand(2, 4, 4), self.w)
+
+
+def test_a_torch_formula_is_received_in_backward_with_its_forward_op(
+    catalog: Catalog, watched: list[str]
+) -> None:
+    # torch has an autograd formula for matmul: once the NPU has a matmul kernel, backward
+    # sends it matmul_backward, not the backward of matmul's decomposition
+    with torch.device("meta"):
+        model = Matmul()
+    ol = _trace(model, watched, train=True)
+    (formula,) = [u for u in ol.composites() if u.op == "aten::matmul_backward"]
+    assert formula.via == [] and formula.modules == ["backward"]
+    assert {"aten::mm", "aten::t"} <= set(formula.children)
+    assert sorted(u.via for u in ol.ops if u.op == "aten::mm") == [
+        ["aten::matmul"], ["aten::matmul_backward"]
+    ]
+    res = Resolver(catalog, "2.7.1.post2")
+    assert "aten::matmul" in res.kernels and "aten::matmul_backward" in res.kernels
+    got = received(ol, res).by_op()
+    assert {"aten::matmul", "aten::matmul_backward"} <= set(got) and "aten::mm" not in got
+    assert "aten::matmul_backward" not in received(ol, res).whole
+    # without a matmul kernel both directions run the decomposition, whatever matmul_backward has
+    res.kernels = {k: res.kernels[k] for k in res.kernels if k != "aten::matmul"}  # type: ignore[assignment]
+    got_decomposed = received(ol, res)
+    got = got_decomposed.by_op()
+    assert "aten::matmul" not in got and "aten::matmul_backward" not in got
+    assert got["aten::mm"].via == ["aten::matmul"]  # called in both directions: forward named
+    assert list(got_decomposed.decomposed) == ["aten::matmul"]
+    # inference: no gradient, no formula
+    assert "aten::matmul_backward" not in {u.op for u in _trace(model, watched).ops}
+
+
+def test_every_torch_formula_of_a_watched_composite_is_known(watched: list[str]) -> None:
+    # torch's own derivatives (shipped with torchgen) name the op each formula calls; a torch
+    # that adds a formula for a watched CIA op must add it to BACKWARD_FORMULA
+    import re
+
+    import torchgen
+
+    from opcheck.tracers.composites import BACKWARD_FORMULA
+
+    text = (Path(torchgen.__file__).parent / "packaged/autograd/derivatives.yaml").read_text()
+    calls = {}
+    for m in re.finditer(r"^- name: ([\w.]+)\(.*\n  [\w, ]+: \"?(?:grad\.defined\(\) \? )?(\w+)\(",
+                         text, re.M):  # fmt: skip
+        calls[m.group(1)] = m.group(2)
+    with_formula = {
+        op for op in watched
+        if torch._C._dispatch_has_kernel_for_dispatch_key(op, "CompositeImplicitAutograd")
+        and torch._C._dispatch_has_kernel_for_dispatch_key(op, "Autograd")
+        and not op.endswith("_backward") and not op.endswith(".out")  # no first-order backward
+    }  # fmt: skip
+    assert {"aten::matmul", "aten::max_pool2d"} <= with_formula
+    assert with_formula == set(BACKWARD_FORMULA)
+    for op, backward in BACKWARD_FORMULA.items():
+        assert "aten::" + calls[op.removeprefix("aten::")] == backward
+
+
+def test_max_pool2d_formula_is_recorded_with_its_arguments(watched: list[str]) -> None:
+    class Pool(torch.nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.empty(1, 2, 4, 4))
+
+        def forward(self, x: Any) -> Any:
+            return torch.nn.functional.max_pool2d(x.view(1, 1, 4, 4) * self.w, 2)
+
+    with torch.device("meta"):
+        model = Pool()
+    ol = _trace(model, watched, train=True)
+    (formula,) = [u for u in ol.composites() if u.op == "aten::max_pool2d_backward"]
+    assert formula.via == [] and formula.children  # the decomposition's backward
+    assert formula.dtypes == ["float32"] and formula.signatures[0].count == 1
 
 
 def test_schema_1_lists_load_and_pass_through(catalog: Catalog) -> None:

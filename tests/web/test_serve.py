@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 import pytest
 import yaml
 from live_server import running_server
+from sqlalchemy import text
 
 if not os.environ.get("CI"):  # CI installs the serve extra: there a missing Datasette fails
     pytest.importorskip("datasette")
@@ -268,6 +269,78 @@ def test_query_aclnn_for_cann(client: Client, cat: Catalog) -> None:
         assert (r["needs_aclnn"] == "yes") == only_aclnn
 
 
+def test_query_ops_without_graph_converter(client: Client, cat: Catalog) -> None:
+    from opcheck.db.graph import converters, graph_pins
+
+    pins = graph_pins(cat.engine)
+    read = [r for r, p in pins.items() if p.known and cat.release(r).has_kernels]
+    if not read:
+        pytest.skip("the bundled snapshot has no torchair converters yet")
+    rel = read[-1]
+    kernels = {op for op, f in cat.kernels(rel).items() if f.status == "kernel"}
+    conv = converters(cat.engine, pins[rel], kernels)
+    want = {(op, conv[op].status if op in conv else "no_converter") for op in kernels
+            if op not in conv or conv[op].status == "raises"}
+    rows = client.rows(f"/catalog/ops_without_graph_converter.json?release={rel}")
+    assert {(r["op"], r["graph"]) for r in rows} == want and want
+    unknown = next((r for r, p in pins.items() if not p.known), None)
+    if unknown is not None:
+        assert client.rows(f"/catalog/ops_without_graph_converter.json?release={unknown}") == []
+
+
+def test_query_aclnn_without_dtype_matches_library(client: Client, cat: Catalog) -> None:
+    from opcheck.db.contract import function_docs
+
+    rows = client.rows("/catalog/aclnn_without_dtype.json?product=910A&dtype=BFLOAT16"
+                       "&cann=9.1.0")
+    if not rows:
+        pytest.skip("the bundled snapshot has no aclnn docs yet")
+
+    def lacks(function: str) -> bool | None:  # None: not supported on 910A at 9.1.0
+        doc = function_docs(cat.engine, function).get("9.1.0")
+        if doc is None or "910A" not in doc.supported:
+            return None
+        listed = [p for p in doc.params if "BFLOAT16" in p.dtypes]
+        whole = [e for e in doc.exceptions if e.kind == "not" and not e.params
+                 and not e.conditional and "910A" in e.products and "BFLOAT16" in e.dtypes]
+        return not listed or bool(whole)
+
+    found = {r["function"] for r in rows}
+    assert "aclnnCast" in found  # 不支持BFLOAT16 on Atlas 训练系列产品
+    assert all(lacks(f) for f in found)
+    with cat.engine.connect() as conn:
+        others = [r[0] for r in conn.execute(text(
+            "SELECT function FROM aclnn_function WHERE cann = '9.1.0' "
+            "AND instr(supported, '910A') > 0 ORDER BY function LIMIT 60"))]
+    assert all(lacks(f) is False for f in others if f not in found)
+
+
+def test_query_aclnn_changes_for_op_matches_library(client: Client, cat: Catalog) -> None:
+    from opcheck.db.contract import FunctionDoc, function_docs, op_functions
+
+    op = "aten::index.Tensor"
+    functions = op_functions(cat.engine, op)
+    if not functions:
+        pytest.skip("the bundled snapshot has no op → aclnn links yet")
+    rows = client.rows(f"/catalog/aclnn_changes_for_op.json?op={op}&old=9.0.0&new=9.1.0")
+    got = {(r["change"], r["function"], r["subject"], frozenset(r["detail"].split(",")) - {""})
+           for r in rows if r["what"] == "param"}
+    want = set()
+    for fn in functions:
+        docs = function_docs(cat.engine, fn)
+
+        def facts(docs: dict[str, FunctionDoc], version: str) -> set[
+                tuple[str, str, frozenset[str], tuple[str, ...], str, bool | None]]:
+            doc = docs.get(version)
+            return {(p.param, p.direction, p.dtypes, p.formats, p.ranks, p.non_contiguous)
+                    for p in (doc.params if doc else [])}
+
+        old, new = facts(docs, "9.0.0"), facts(docs, "9.1.0")
+        want |= {("added", fn, f[0], f[2]) for f in new - old}
+        want |= {("removed", fn, f[0], f[2]) for f in old - new}
+    assert got == want
+
+
 def test_every_canned_query_is_tested() -> None:
     configured = yaml.safe_load((DATASETTE_DIR / "config.yaml").read_text())
     names = set(configured["databases"]["catalog"]["queries"])
@@ -334,8 +407,8 @@ def test_op_page_workarounds_come_from_the_workaround_lookup(client: Client, cat
 
 
 def test_op_page_unknown_op(client: Client) -> None:
-    r = client.get("/-/op/aten::add")
-    assert r.status_code == 404
+    r = client.get("/-/op/aten::add")  # no op, but a name with overloads: they are listed
+    assert r.status_code == 200
     assert "/-/op/aten::add.Tensor" in r.text
     r = client.get("/-/op/mylib::nothing?_format=json")
     assert r.status_code == 404 and r.json()["known"] is False
@@ -638,7 +711,7 @@ def test_timeline_runs_cover_every_release_once(client: Client, served: Path, op
     assert body.count("<tr>") == len(runs) + 1  # one row per run, plus the header
     # The newest run starts at the newest release with a kernel list.
     assert runs[0].head.release.torch_npu == page.timeline[0].release.torch_npu
-    assert f"<td>{runs[-1].releases}</td>" in body
+    assert f'<td data-column="torch_npu">{runs[-1].releases}</td>' in body
 
 
 def test_served_connections_turn_nagle_off() -> None:

@@ -48,11 +48,52 @@ def op_url(datasette: Any, op: str) -> str:
     return str(datasette.urls.path("/-/op/" + quote(op, safe=":")))
 
 
+def release_ranges(text: str) -> str:
+    """A workaround's stored release ranges (``[{"min": "2.1.0", "max": "2.3.1"}]``) as a
+    reader writes them: ``2.1.0 – 2.3.1, 2.6.0 and later``."""
+    import json
+
+    try:
+        ranges = json.loads(text or "[]")
+    except ValueError:
+        return text
+    if not isinstance(ranges, list):
+        return text
+    parts = []
+    for r in ranges:
+        if not isinstance(r, dict):
+            parts.append(str(r))
+            continue
+        lo, hi = r.get("min") or "", r.get("max") or ""
+        parts.append(f"{lo} – {hi}" if lo and hi else f"{lo} and later" if lo
+                     else f"up to {hi}" if hi else "every release")
+    return ", ".join(parts)
+
+
+CODE_TAGS = ["div", "span", "pre", "code", "table", "thead", "tbody", "tr", "th", "td"]
+
+
+def markdown_html(text: str) -> Any:
+    """Contributed Markdown (a workaround's problem and fix) as sanitised HTML, fenced code
+    blocks highlighted (``codehilite``; the colours are ``code_css``)."""
+    from datasette_render_markdown import render_markdown
+
+    return render_markdown(text or "", extensions=["fenced_code", "codehilite", "tables"],
+                           extra_tags=CODE_TAGS,
+                           extra_attrs={"div": ["class"], "span": ["class"], "code": ["class"]})
+
+
+def code_css() -> str:
+    from pygments.formatters import HtmlFormatter
+
+    return str(HtmlFormatter(style="friendly").get_style_defs(".codehilite"))
+
+
 def template_helpers(datasette: Any) -> dict[str, Any]:
     """What every page's template gets besides its own context (the plugin adds these for
     the site's pages; the op-list report, rendered off the event loop, gets them too)."""
     from datasette.utils import tilde_encode
-    from markupsafe import Markup
+    from markupsafe import Markup, escape
 
     return {
         "status_class": lambda s: f"st-{s}",
@@ -60,6 +101,12 @@ def template_helpers(datasette: Any) -> dict[str, Any]:
         "op_url": lambda o: op_url(datasette, o),
         "row_url": lambda t, pk: datasette.urls.row(DB_NAME, t, tilde_encode(str(pk))),
         "db": DB_NAME,
+        "release_ranges": release_ranges,
+        # break opportunities after `::` and `.`: a narrow column wraps an op name there
+        "op_html": lambda o: Markup(str(escape(o)).replace("::", "::<wbr>")
+                                    .replace(".", ".<wbr>")),
+        "markdown_html": markdown_html,
+        "code_css": Markup(code_css()),
     }
 
 

@@ -101,7 +101,7 @@ def parse_json(text: str) -> Any:
 def run_check(state: ServeState, sub: Submission) -> Report:
     """The checker's report for a submitted op list, exactly as ``opcheck check`` makes it."""
     from opcheck.checker.queries import select_target
-    from opcheck.checker.restrictions import restriction_lookup
+    from opcheck.checker.restrictions import all_restrictions
     from opcheck.core.oplist import OpList
 
     try:
@@ -124,7 +124,7 @@ def run_check(state: ServeState, sub: Submission) -> Report:
     target = select_target(state.catalog, torch_npu=sub.release or None)
     return check(state.catalog, oplist, target, cpu_fallback=sub.cpu_fallback,
                  workarounds=state.facts.workarounds,
-                 restrictions=(restriction_lookup(state.catalog, sub.hardware or None)
+                 restrictions=(all_restrictions(state.catalog, sub.hardware or None)
                                if state.has_api_docs else None))
 
 
@@ -189,6 +189,8 @@ async def view(datasette: Any, request: Any) -> Any:
     from datasette.utils.asgi import Response
     from markupsafe import Markup
 
+    from opcheck.checker.queries import select_target, target_reason
+
     state = serve_state(datasette)
     if state is None:
         return Response.text("no catalog database", status=404)
@@ -196,7 +198,11 @@ async def view(datasette: Any, request: Any) -> Any:
     report = None
     report_html = ""
     error = ""
-    fields: dict[str, str] = {"release": releases[0].torch_npu if releases else ""}
+    # the default target of `opcheck check` on a machine without torch: one rule everywhere
+    default = select_target(state.catalog) if releases else None
+    fields: dict[str, str] = {"release": default.torch_npu if default else ""}
+    default_reason = (target_reason(state.catalog, default, how="; pick another above")
+                      if default else "")
     if request.method == "POST":
         ctype = request.headers.get("content-type", "")
         client = client_of(request.scope)
@@ -221,7 +227,7 @@ async def view(datasette: Any, request: Any) -> Any:
     html = await datasette.render_template(
         TEMPLATE,
         {"releases": releases, "report": report, "report_html": Markup(report_html),
-         "error": error,
+         "error": error, "default_reason": default_reason,
          "fields": fields, "products": state.products},
         request=request, view_name=VIEW_NAME,
     )

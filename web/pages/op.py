@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from opcheck.checker.history import ApiMatrix, OpHistory, describe_op
+from opcheck.checker.history import ApiMatrix, OpHistory, describe_op, release_runs
 from opcheck.checker.resolve import Resolution
 from opcheck.core.errors import OpcheckError
 from opcheck.core.vocab import KernelSource, Status
@@ -78,6 +79,28 @@ class OpPage:
     timeline: list[TimelineRow] = field(default_factory=list)  # newest first
     lines: list[dict[str, str]] = field(default_factory=list)  # per torch line summary
     workarounds: list[dict[str, str]] = field(default_factory=list)
+    read_as: str = ""  # how the name in the address was read (torch.isin → aten::isin.…)
+    matches: list[dict[str, str]] = field(default_factory=list)  # several ops the name means
+    match_text: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)  # the history document (aclnn, graph)
+
+    @property
+    def strip(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        """torch line → (release, status) oldest first: the page's release × status strip."""
+        lines: dict[str, list[tuple[str, str]]] = {}
+        for h in self.history.rows:
+            if h.resolution is not None:
+                lines.setdefault(h.release.torch_minor, []).append(
+                    (h.release.torch_npu, str(h.resolution.status)))
+        return list(lines.items())
+
+    @property
+    def graph_runs(self) -> list[dict[str, Any]]:
+        """Graph-mode status as runs of consecutive releases (the per-release list is long)."""
+        rows = self.extras.get("graph") or []
+        runs = release_runs(rows, ("status", "message", "condition"))
+        urls = {r["torch_npu"]: r.get("url", "") for r in rows}
+        return [{**run, "url": urls.get(run["last"], "")} for run in runs]
 
     @property
     def op(self) -> str:
@@ -141,7 +164,20 @@ def op_page(state: ServeState, op: str) -> OpPage:
         name = op.strip()
     page = OpPage(describe_op(state.facts, name))
     if not page.known:
-        return page
+        # the names `opcheck op` takes: isin, torch.isin, F.interpolate, aclnnIsIn
+        from opcheck.web.pages.search import names_for, statuses
+
+        match = names_for(state).match(op)
+        if not match.single:
+            page.matches = statuses(state, match) if match.ops else []
+            page.match_text = match.describe() if match.ops else ""
+            if match.suggestions:
+                page.history.suggestions = match.suggestions
+            return page
+        name = match.single
+        page = OpPage(describe_op(state.facts, name), read_as=f"{match.describe()}: {name}")
+        if not page.known:
+            return page
     conn = state.connect()
     try:
         row = conn.execute("SELECT source_id FROM operator WHERE op = ?", (name,)).fetchone()
@@ -169,9 +205,23 @@ def op_page(state: ServeState, op: str) -> OpPage:
                            "newest": rows[-1].release.torch_npu,
                            "first_npu": first, "latest_status": rows[-1].resolution.status,
                            "latest_kernel": rows[-1].resolution.kernel})
-    page.workarounds = [state.workarounds[w] for w in page.history.workarounds
-                        if w in state.workarounds]
+    code = rewrite_code()
+    page.workarounds = [dict(state.workarounds[w], rewrite=code.get(w, ""))
+                        for w in page.history.workarounds if w in state.workarounds]
+    page.extras = page.history.to_json()
     return page
+
+
+@functools.cache
+def rewrite_code() -> dict[str, str]:
+    """Workaround id → its rewrite's code, which the fix text calls "the rewrite below" and
+    the catalog does not store (the YAML entries hold it)."""
+    from opcheck.contrib.workarounds import load_dir
+
+    try:
+        return {w.id: w.rewrite.code for w in load_dir() if w.rewrite is not None}
+    except OpcheckError:  # a broken entry must not take the op page down
+        return {}
 
 
 async def view(datasette: Any, request: Any) -> Any:
@@ -185,7 +235,7 @@ async def view(datasette: Any, request: Any) -> Any:
         return Response.json(page.to_json(), status=200 if page.known else 404)
     html = await datasette.render_template(TEMPLATE, {"page": page},
                                            request=request, view_name=VIEW_NAME)
-    return Response.html(html, status=200 if page.known else 404)
+    return Response.html(html, status=200 if page.known or page.matches else 404)
 
 
 def warm(state: ServeState) -> None:

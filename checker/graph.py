@@ -1,0 +1,314 @@
+"""Graph mode: would ``torch.compile(model, backend=torchair)`` convert every op, per release?
+
+torchair converts each node of the FX graph torch.compile hands it to GE nodes through the
+converter registered for the node's overload (``opcheck.scrapers.torchair``). Per op:
+
+- ``converted``: the converter builds GE nodes;
+- ``conditional``: it raises on some argument values or dtypes (the condition is shown);
+- ``raises``: it always raises (declared unsupported, with its message);
+- ``no_converter``: nothing registered: the compile fails or the graph breaks there;
+- ``unknown``: the release's torchair pin is not in the catalog (never borrowed).
+
+The verdict is separate from eager mode's: NO when an op raises or has no converter, MAYBE when
+some op converts only conditionally, YES when every op converts, UNKNOWN without converters.
+
+Which IR: torch.compile's AOTAutograd traces below the autograd keys, so every
+CompositeImplicitAutograd op reaches the backend decomposed (whatever kernels torch_npu has,
+unlike eager mode, where the NPU receives a composite op whole when it registers a kernel for
+it), and functionalization turns in-place ops into their functional forms. The check therefore
+uses the trace's fully decomposed level (:meth:`OpList.leaves`) with in-place overloads mapped
+to their functional ones (``add_.Tensor`` → ``add.Tensor``). torchair's own decomposition table
+is not read: an op it decomposes before conversion may be reported ``no_converter``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from opcheck.checker.resolve import Resolver
+from opcheck.core.oplist import OpList, OpUse
+from opcheck.core.opname import OpName
+from opcheck.core.versions import release_key
+from opcheck.db.catalog import Catalog
+from opcheck.db.graph import ConverterInfo, GraphPin, converters, graph_pins, op_converters
+
+CONVERTED, CONDITIONAL, RAISES = "converted", "conditional", "raises"
+NO_CONVERTER, UNKNOWN = "no_converter", "unknown"
+FAILING = (RAISES, NO_CONVERTER)
+# worst first: the order ops are listed in
+_SEVERITY = {RAISES: 4, NO_CONVERTER: 3, UNKNOWN: 2, CONDITIONAL: 1, CONVERTED: 0}
+
+IR_NOTE = (
+    "graph mode checks the ops torch.compile hands torchair: every CompositeImplicitAutograd "
+    "op decomposed (AOTAutograd traces below autograd, so composite ops never reach the "
+    "backend whole) and in-place ops functionalized (add_ -> add), i.e. the trace's fully "
+    "decomposed level; torchair's own decomposition table is not read, so an op it "
+    "decomposes first may show as no_converter")
+STATIC_NOTE = (
+    "graph mode on a static listing: its composite ops are not decomposed as torch.compile "
+    "would; trace at runtime for the graph torchair receives")
+
+
+@dataclass
+class GraphOp:
+    op: str
+    status: str
+    eager: str = ""  # the op's eager status on the same release (resolver)
+    message: str = ""
+    condition: str = ""
+    declared_dtypes: str = ""  # dtypes the converter's tested samples name
+    dtypes: list[str] = field(default_factory=list)  # dtypes the trace saw
+    count: int = 0
+    functional_of: list[str] = field(default_factory=list)  # in-place ops it stands for
+    where: str = ""  # path:line in ge_converter/
+    url: str = ""
+
+
+# Ops an eager dispatcher trace records that a torch.compile graph spells otherwise: C++
+# ``reshape`` takes ``_reshape_alias`` only for plain tensors; under torch.compile the tensors
+# are fake/functional (subclass-like), so it emits ``view``.
+_COMPILE_SPELLING = {"aten::_reshape_alias": "aten::view"}
+
+
+def functional_name(op: str, known: set[str] | dict[str, Any]) -> str:
+    """How ``op`` appears in the graph torchair receives: the functional overload
+    functionalization replaces an in-place one with (``aten::add_.Tensor`` →
+    ``aten::add.Tensor``) when PyTorch has it, and the compile-time spelling of the few ops
+    eager tracing records differently; else ``op``."""
+    if op in _COMPILE_SPELLING:
+        return _COMPILE_SPELLING[op]
+    name = OpName.parse(op)
+    if not name.name.endswith("_") or name.name.startswith("__"):
+        return op
+    functional = str(OpName(name.namespace, name.name[:-1], name.overload))
+    return functional if functional in known else op
+
+
+def graph_ops(oplist: OpList, known: set[str] | dict[str, Any]) -> list[tuple[str, OpUse, list[str]]]:
+    """(op, use, in-place ops it stands for) of the graph torchair receives, sorted by op."""
+    merged: dict[str, tuple[OpUse, list[str]]] = {}
+    for use in oplist.leaves():
+        op = functional_name(use.op, known)
+        got = merged.get(op)
+        if got is None:
+            flat = use.copy()
+            flat.op = op
+            merged[op] = (flat, [use.op] if op != use.op else [])
+        else:
+            got[0].merge(use)
+            if op != use.op and use.op not in got[1]:
+                got[1].append(use.op)
+    return [(op, u, via) for op, (u, via) in sorted(merged.items())]
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+def _status(info: ConverterInfo | None, torch: str) -> str:
+    if info is None or (info.min_torch and _version(torch) < _version(info.min_torch)):
+        return NO_CONVERTER
+    return info.status
+
+
+def verdict_of(statuses: list[str], *, known: bool, complete: bool = True) -> str:
+    if not known:
+        return "UNKNOWN"
+    if any(s in FAILING for s in statuses):
+        return "NO"
+    if not complete:
+        return "INCOMPLETE"
+    return "MAYBE" if CONDITIONAL in statuses else "YES"
+
+
+def _pin_note(pin: GraphPin | None, release: str) -> str:
+    if pin is None or pin.state == "no_pin":
+        return (f"torch_npu {release} has no known torchair pin: graph-mode status unknown")
+    if not pin.known:
+        return (f"torch_npu {release} pins torchair {pin.torchair[:12]} ({pin.tag}), whose "
+                "converters are not in the catalog: graph-mode status unknown")
+    return f"torch_npu {release}: torchair {pin.torchair[:12]} ({pin.tag})"
+
+
+def graph_check(cat: Catalog, oplist: OpList, release: str, *, cpu_fallback: bool = True,
+                pins: dict[str, GraphPin] | None = None) -> dict[str, Any]:
+    """The graph-mode section of a report for one release (JSON-ready)."""
+    pins = graph_pins(cat.engine) if pins is None else pins
+    pin = pins.get(release)
+    rel = cat.release(release)
+    rows = graph_ops(oplist, cat.operators)
+    known = pin is not None and pin.known
+    infos = converters(cat.engine, pin, [op for op, _, _ in rows]) if known and pin else {}
+    eager = [""] * len(rows)  # a release without a kernel list has no eager status
+    if rel.has_kernels:
+        resolver = Resolver(cat, release, cpu_fallback=cpu_fallback)
+        eager = [str(r.status.value) for r in resolver.resolve_many([op for op, _, _ in rows])]
+    ops: list[GraphOp] = []
+    for (op, use, via), eager_status in zip(rows, eager, strict=True):
+        info = infos.get(op)
+        status = _status(info, rel.torch) if known else UNKNOWN
+        ops.append(GraphOp(
+            op=op, status=status, eager=eager_status, count=use.count,
+            dtypes=list(use.dtypes), functional_of=via,
+            message=info.message if info and status != NO_CONVERTER else "",
+            condition=info.condition if info and status == CONDITIONAL else "",
+            declared_dtypes=info.dtypes if info else "",
+            where=f"{info.path}:{info.line}" if info else "", url=info.url if info else "",
+        ))
+    ops.sort(key=lambda g: (-_SEVERITY[g.status], -g.count, g.op))
+    statuses = [g.status for g in ops]
+    notes = [IR_NOTE, _pin_note(pin, release)]
+    if oplist.ir == "pre-dispatch" or oplist.method.startswith("static"):
+        notes.append(STATIC_NOTE)
+    return {
+        "release": release,
+        "torchair": pin.torchair if pin else "",
+        "tag": pin.tag if pin else "",
+        "state": pin.state if pin else "no_pin",
+        "ir": "aten, CompositeImplicitAutograd decomposed, functionalized (the trace's leaves)",
+        "verdict": verdict_of(statuses, known=known, complete=oplist.complete),
+        "counts": {s: statuses.count(s) for s in _SEVERITY},
+        "not_converting": [g.op for g in ops if g.status in FAILING],
+        "ops": [asdict(g) for g in ops],
+        "notes": notes,
+    }
+
+
+def graph_matrix(cat: Catalog, oplist: OpList) -> dict[str, Any]:
+    """ops × releases → graph status for every release with kernels, and each release's graph
+    verdict (UNKNOWN where its torchair pin is not in the catalog)."""
+    pins = graph_pins(cat.engine)
+    rows = graph_ops(oplist, cat.operators)
+    names = [op for op, _, _ in rows]
+    cells: dict[str, dict[str, str]] = {op: {} for op in names}
+    verdicts: dict[str, str] = {}
+    by_commit: dict[int, dict[str, ConverterInfo]] = {}
+    releases = [r for r in cat.releases if r.has_kernels]
+    for rel in releases:
+        pin = pins.get(rel.torch_npu)
+        if pin is None or not pin.known or pin.source_id is None:
+            verdicts[rel.torch_npu] = "UNKNOWN"
+            continue
+        if pin.source_id not in by_commit:
+            by_commit[pin.source_id] = converters(cat.engine, pin, names)
+        infos = by_commit[pin.source_id]
+        statuses = [_status(infos.get(op), rel.torch) for op in names]
+        for op, st in zip(names, statuses, strict=True):
+            cells[op][rel.torch_npu] = st
+        verdicts[rel.torch_npu] = verdict_of(statuses, known=True, complete=oplist.complete)
+    good = [r for r, v in verdicts.items() if v in ("YES", "MAYBE")]
+    return {
+        "releases": [r.torch_npu for r in releases],
+        "ops": cells,
+        "verdicts": verdicts,
+        "oldest_graph_release": min(good, key=release_key) if good else "",
+    }
+
+
+def op_graph(cat: Catalog, op: str) -> list[dict[str, Any]]:
+    """One op's graph-mode status on every release (the op page and ``opcheck op``)."""
+    pins = graph_pins(cat.engine)
+    if not pins:
+        return []
+    infos = op_converters(cat.engine, op)
+    out = []
+    for rel in cat.releases:
+        pin = pins.get(rel.torch_npu)
+        known = pin is not None and pin.known and pin.source_id is not None
+        info = infos.get(pin.source_id) if known and pin and pin.source_id is not None else None
+        status = _status(info, rel.torch) if known else UNKNOWN
+        out.append({
+            "torch_npu": rel.torch_npu, "torchair": pin.torchair if pin else "",
+            "status": status,
+            "message": info.message if info and status != NO_CONVERTER else "",
+            "condition": info.condition if info and status == CONDITIONAL else "",
+            "url": info.url if info else "",
+        })
+    return out
+
+
+def graph_exit(graph: dict[str, Any] | None) -> int:
+    """1 when the graph-mode check found ops that would not convert, else 0."""
+    return 1 if graph and graph.get("verdict") == "NO" else 0
+
+
+_WORDS = {CONVERTED: "converted", CONDITIONAL: "conditional", RAISES: "raises",
+          NO_CONVERTER: "no converter", UNKNOWN: "unknown"}
+MAX_LISTED = 40  # ops listed in the text and Markdown sections
+
+
+def _problem_ops(graph: dict[str, Any]) -> list[dict[str, Any]]:
+    return [o for o in graph.get("ops", []) if o["status"] not in (CONVERTED, UNKNOWN)]
+
+
+def _detail(o: dict[str, Any]) -> str:
+    bits = []
+    if o["status"] == CONDITIONAL and o["condition"]:
+        bits.append(f"raises when {o['condition']}")
+    if o["message"] and o["status"] != CONVERTED:
+        bits.append(o["message"])
+    if o["functional_of"]:
+        bits.append(f"functional form of {', '.join(o['functional_of'])}")
+    return "; ".join(bits)
+
+
+def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
+    verdicts = matrix.get("verdicts", {})
+    lines = [f"graph verdict per release (oldest converting: "
+             f"{matrix.get('oldest_graph_release') or 'none'}):"]
+    runs: list[tuple[str, str, str]] = []  # first, last, what: consecutive equal releases fold
+    for rel in matrix.get("releases", []):
+        bad = [op for op, cells in matrix["ops"].items() if cells.get(rel) in FAILING]
+        more = " …" if len(bad) > 6 else ""
+        what = verdicts.get(rel, "UNKNOWN") + (
+            f"  ({len(bad)} not converting: {', '.join(bad[:6])}{more})" if bad else "")
+        if runs and runs[-1][2] == what:
+            runs[-1] = (runs[-1][0], rel, what)
+        else:
+            runs.append((rel, rel, what))
+    for first, last, what in runs:
+        span = first if first == last else f"{first} … {last}"
+        lines.append(f"  {span:<30} {what}")
+    return lines
+
+
+def graph_text(graph: dict[str, Any]) -> str:
+    """The graph section as plain text (under the eager table of ``opcheck check``)."""
+    counts = graph.get("counts", {})
+    head = (f"Graph mode (torch.compile + torchair) on torch_npu {graph['release']}: "
+            f"{graph['verdict']}  "
+            + ", ".join(f"{counts.get(s, 0)} {_WORDS[s]}" for s in _SEVERITY if counts.get(s)))
+    lines = ["", head]
+    problems = _problem_ops(graph)
+    for o in problems[:MAX_LISTED]:
+        detail = _detail(o)
+        lines.append(f"  {o['op']:<44} {_WORDS[o['status']]:<12} eager {o['eager']:<12} "
+                     f"{detail}")
+    if len(problems) > MAX_LISTED:
+        lines.append(f"  … and {len(problems) - MAX_LISTED} more (--format json lists all)")
+    if "matrix" in graph:
+        lines += _matrix_lines(graph["matrix"])
+    lines += [f"  note: {n}" for n in graph.get("notes", [])]
+    return "\n".join(lines) + "\n"
+
+
+def graph_markdown(graph: dict[str, Any]) -> list[str]:
+    """The graph section of the Markdown report."""
+    out = ["", "## Graph mode (torch.compile with torchair)", "",
+           f"**{graph['verdict']}** on torch_npu {graph['release']}"
+           + (f" (torchair `{graph['torchair'][:12]}`, {graph['tag']})" if graph["torchair"]
+              else ""), ""]
+    problems = _problem_ops(graph)
+    if problems:
+        out += ["| op | graph | eager | detail |", "|---|---|---|---|"]
+        for o in problems[:MAX_LISTED]:
+            op = f"[`{o['op']}`]({o['url']})" if o["url"] else f"`{o['op']}`"
+            detail = _detail(o).replace("|", "\\|")
+            out.append(f"| {op} | {_WORDS[o['status']]} | {o['eager']} | {detail} |")
+        if len(problems) > MAX_LISTED:
+            out.append(f"\n… and {len(problems) - MAX_LISTED} more.")
+    if "matrix" in graph:
+        out += ["", *_matrix_lines(graph["matrix"])]
+    out += ["", *(f"- {n}" for n in graph.get("notes", []))]
+    return out

@@ -1,0 +1,204 @@
+"""Reads of the CANN contract tables: which aclnn functions an op's kernel calls in a release,
+and what each CANN version's docs say of a function (products, per-parameter dtypes,
+per-product exceptions, constraints), each fact with the page URL and line it comes from.
+
+Rows group the versions that state a fact identically (``canns`` and ``lines`` are parallel
+lists); these functions expand them per version, so callers never parse those columns.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from sqlalchemy import Engine, bindparam, text
+
+HEAD = "head"  # the CANN label of a library documented only at a commit, not at a release tag
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(x for x in value.split(",") if x)
+
+
+@dataclass(frozen=True)
+class OpLink:
+    op: str
+    aclnn: str
+    kind: str  # exec | compat | probe
+    fallback: str
+    via: str
+    url: str  # the kernel source line at the newest release's pin
+
+
+@dataclass(frozen=True)
+class ParamFact:
+    param: str
+    direction: str
+    dtypes: frozenset[str]
+    formats: tuple[str, ...]
+    ranks: str
+    non_contiguous: bool | None
+    line: int
+
+    @property
+    def is_output(self) -> bool:
+        return "输出" in self.direction or self.direction.lower().startswith("out")
+
+
+@dataclass(frozen=True)
+class ExceptionFact:
+    products: tuple[str, ...]
+    kind: str  # not | only | supports | note
+    dtypes: frozenset[str]
+    params: tuple[str, ...]
+    conditional: bool
+    line: int
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class ConstraintFact:
+    kind: str
+    subject: str
+    value: str
+    products: tuple[str, ...]
+    line: int
+    text: str = ""
+
+
+@dataclass
+class FunctionDoc:
+    """One aclnn function as one CANN version documents it."""
+
+    function: str
+    cann: str
+    library: str
+    path: str
+    page_url: str  # without a line anchor
+    line: int
+    supported: tuple[str, ...]
+    unsupported: tuple[str, ...]
+    products_line: int
+    params: list[ParamFact] = field(default_factory=list)
+    exceptions: list[ExceptionFact] = field(default_factory=list)
+    constraints: list[ConstraintFact] = field(default_factory=list)
+
+    def url(self, line: int) -> str:
+        return f"{self.page_url}#L{line}" if self.page_url and line else self.page_url
+
+
+@lru_cache(maxsize=8)  # per engine: a catalog file never changes under an engine
+def has_contract(engine: Engine) -> bool:
+    """Whether the catalog holds the aclnn tables with rows (older catalogs do not)."""
+    with engine.connect() as conn:
+        names = {r[0] for r in conn.execute(text(
+            "SELECT name FROM sqlite_master WHERE type = 'table'"))}
+        if not {"aclnn_function", "op_aclnn"} <= names:
+            return False
+        count: int = conn.execute(text("SELECT COUNT(*) FROM aclnn_function")).scalar_one()
+        return count > 0
+
+
+def documented_canns(engine: Engine) -> list[str]:
+    """The CANN versions whose operator docs the catalog read (``head`` excluded)."""
+    with engine.connect() as conn:
+        return [r[0] for r in conn.execute(text(
+            "SELECT DISTINCT cann FROM aclnn_function WHERE cann != :h"), {"h": HEAD})]
+
+
+def linked_releases(engine: Engine) -> set[str]:
+    """Releases whose pinned op-plugin sources were read (their op → aclnn links are exact)."""
+    out: set[str] = set()
+    with engine.connect() as conn:
+        for (rels,) in conn.execute(text("SELECT DISTINCT releases FROM op_aclnn")):
+            out.update(_split(rels))
+    return out
+
+
+def op_links(engine: Engine, ops: Sequence[str], release: str) -> dict[str, list[OpLink]]:
+    """The aclnn functions each op's kernel calls in ``release`` (only ops with links)."""
+    if not ops:
+        return {}
+    out: dict[str, list[OpLink]] = defaultdict(list)
+    q = text("SELECT o.op, o.aclnn, o.kind, o.fallback, o.via, o.releases, o.path, o.line, "
+             "s.url FROM op_aclnn o LEFT JOIN source s ON s.id = o.source_id "
+             "WHERE o.op IN :ops ORDER BY o.op, o.aclnn, o.kind").bindparams(
+        bindparam("ops", expanding=True))
+    with engine.connect() as conn:
+        for op, aclnn, kind, fallback, via, rels, path, line, base in conn.execute(
+                q, {"ops": list(ops)}):
+            if release in _split(rels):
+                url = f"{base}/{path}#L{line}" if base else ""
+                out[op].append(OpLink(op, aclnn, kind, fallback, via, url))
+    return dict(out)
+
+
+def op_functions(engine: Engine, op: str) -> dict[str, list[str]]:
+    """aclnn function → the releases whose kernel for ``op`` calls it (every kind)."""
+    out: dict[str, set[str]] = defaultdict(set)
+    with engine.connect() as conn:
+        for aclnn, rels in conn.execute(text(
+                "SELECT aclnn, releases FROM op_aclnn WHERE op = :op"), {"op": op}):
+            out[aclnn].update(_split(rels))
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def _expand(canns: str, lines: str) -> Iterable[tuple[str, int]]:
+    for version, line in zip(_split(canns), _split(lines), strict=False):
+        yield version, int(line)
+
+
+def function_docs(engine: Engine, function: str) -> dict[str, FunctionDoc]:
+    """CANN version → what that version's docs say of ``function`` (none: undocumented)."""
+    docs: dict[str, FunctionDoc] = {}
+    with engine.connect() as conn:
+        for fn, cann, lib, path, line, sup, unsup, pline, base in conn.execute(text(
+                "SELECT f.function, f.cann, f.library, f.path, f.line, f.supported, "
+                "f.unsupported, f.products_line, s.url FROM aclnn_function f "
+                "LEFT JOIN source s ON s.id = f.source_id WHERE f.function = :f"),
+                {"f": function}):
+            docs[cann] = FunctionDoc(fn, cann, lib, path, f"{base}{path}" if base else "",
+                                     line, _split(sup), _split(unsup), pline)
+        if not docs:
+            return {}
+        for param, direction, dtypes, formats, ranks, nc, canns, lines in conn.execute(text(
+                "SELECT param, direction, dtypes, formats, ranks, non_contiguous, canns, lines "
+                "FROM aclnn_param WHERE function = :f ORDER BY id"), {"f": function}):
+            for version, line in _expand(canns, lines):
+                if version in docs:
+                    docs[version].params.append(ParamFact(
+                        param, direction, frozenset(_split(dtypes)), _split(formats), ranks,
+                        None if nc is None else bool(nc), line))
+        for products, kind, dtypes, names, cond, canns, lines, prose in conn.execute(text(
+                "SELECT products, kind, dtypes, params, conditional, canns, lines, text "
+                "FROM aclnn_exception WHERE function = :f ORDER BY id"), {"f": function}):
+            for version, line in _expand(canns, lines):
+                if version in docs:
+                    docs[version].exceptions.append(ExceptionFact(
+                        _split(products), kind, frozenset(_split(dtypes)), _split(names),
+                        bool(cond), line, prose or ""))
+        pages = {(d.library, d.path) for d in docs.values()}
+        for lib, path in pages:
+            for kind, subject, value, products, canns, lines, prose in conn.execute(text(
+                    "SELECT kind, subject, value, products, canns, lines, text "
+                    "FROM aclnn_constraint WHERE library = :l AND path = :p ORDER BY id"),
+                    {"l": lib, "p": path}):
+                for version, line in _expand(canns, lines):
+                    doc = docs.get(version)
+                    if doc is not None and (doc.library, doc.path) == (lib, path):
+                        doc.constraints.append(ConstraintFact(
+                            kind, subject, value, _split(products), line, prose or ""))
+    for doc in docs.values():
+        doc.constraints.sort(key=lambda c: c.line)
+    return docs
+
+
+def return_codes(engine: Engine, function: str) -> list[tuple[str, str, str, str]]:
+    """(code, name, triggers, params) of ``function``'s return-code rows, then the shared
+    table's (function "")."""
+    with engine.connect() as conn:
+        return [(r[0], r[1], r[2], r[3]) for r in conn.execute(text(
+            "SELECT code, name, triggers, params FROM aclnn_code WHERE function IN (:f, '') "
+            "ORDER BY function = '', line"), {"f": function})]

@@ -1,0 +1,244 @@
+"""The CANN side of the catalog: aclnn functions as documented, and which ones each op calls.
+
+:class:`AclnnDocs` reads every aclnn page of CANN's operator libraries at each release tag
+(``github/hicann/<ops-*>/<vX.Y.Z>``; a library with no tags is read at its one commit and
+labelled ``head``) with :mod:`opcheck.scrapers.aclnn_docs`. :class:`OpApiSources` reads
+op-plugin's op_api kernel sources at every pinned commit a release names with
+:mod:`opcheck.scrapers.opapi_sources` and links each ATen overload of a release to the aclnn
+functions its kernel calls.
+
+Facts that several CANN versions (or releases) state identically are one record listing those
+versions (and the line in each page), so the catalog and the snapshot stay small; one source
+row per library version (per pin), since each fact keeps its own page path and line.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from typing import Generic, TypeVar
+
+from opcheck.core.errors import OpcheckError
+from opcheck.core.versions import release_key, torch_minor
+from opcheck.db.contract import HEAD
+from opcheck.db.data import (
+    AclnnConstraintRec,
+    AclnnExceptionRec,
+    AclnnFunctionRec,
+    AclnnParamRec,
+    OpAclnnRec,
+    ReleaseRec,
+)
+from opcheck.scrapers import aclnn_docs, opapi_sources, opplugin
+from opcheck.scrapers.aclnn_docs import AclnnPage
+from opcheck.scrapers.opapi_sources import CppFunction
+from opcheck.scrapers.rows import Origin
+from opcheck.sync.context import SyncContext
+from opcheck.sync.sources import walk_files
+
+HICANN = "github/hicann"
+OP_PLUGIN = "github/Ascend/op-plugin"
+
+
+def cann_of_ref(ref: str) -> str:
+    """``v9.1.0`` → ``9.1.0``; any other ref (a commit) → ``head``."""
+    if ref.startswith("v") and ref[1:].replace(".", "").isdigit():
+        return ref[1:]
+    return HEAD
+
+
+def cann_order(version: str) -> tuple[int, ...]:
+    """Documented CANN versions in order; ``head`` after every tag."""
+    if version == HEAD:
+        return (10**6,)
+    return tuple(int(x) for x in version.split(".") if x.isdigit())
+
+
+K = TypeVar("K")
+
+
+class _Grouped(Generic[K]):
+    """Facts keyed by their content, with the (version, line) of every page stating them."""
+
+    def __init__(self) -> None:
+        self.where: dict[K, dict[str, int]] = defaultdict(dict)
+
+    def add(self, key: K, version: str, line: int) -> None:
+        self.where[key].setdefault(version, line)  # a fact twice on one page: its first line
+
+    def items(self) -> Iterable[tuple[K, str, str]]:
+        for key, at in self.where.items():
+            versions = sorted(at, key=cann_order)
+            yield key, ",".join(versions), ",".join(str(at[v]) for v in versions)
+
+
+def _csv(items: Iterable[str]) -> str:
+    return ",".join(items)
+
+
+def _flat(text: str) -> str:
+    """One line: a table cell or a constraint may span lines upstream; rows and snapshot
+    cells are single lines."""
+    return " ".join(text.split())
+
+
+class AclnnDocs:
+    name = "aclnn_docs"
+    reads = f"{HICANN}/<ops-* repo>/<every CANN tag>/**/docs/**/aclnn*.md"
+    parser = "opcheck.scrapers.aclnn_docs"
+    adds = ("aclnn_functions, aclnn_params, aclnn_exceptions, aclnn_constraints "
+            "(per-product dtype contract of every aclnn function, per CANN version)")
+
+    def collect(self, ctx: SyncContext) -> None:
+        ctx.progress("aclnn docs")
+        functions: list[AclnnFunctionRec] = []
+        params: _Grouped[tuple[str, str, str, str, str, str, bool | None]] = _Grouped()
+        exceptions: _Grouped[tuple[str, str, str, str, str, bool, str]] = _Grouped()
+        constraints: _Grouped[tuple[str, str, str, str, str, str, str]] = _Grouped()
+        parsed = 0
+        skipped: Counter[str] = Counter()  # why pages are not one function's contract
+        seen: set[tuple[str, str]] = set()  # (function, version) already documented
+        for repo in ctx.ls(HICANN):
+            for ref in ctx.ls(f"{HICANN}/{repo}"):
+                root = f"{HICANN}/{repo}/{ref}"
+                version = cann_of_ref(ref)
+                paths = [p for p in walk_files(ctx.source, root)
+                         if p.rsplit("/", 1)[-1].startswith("aclnn") and p.endswith(".md")
+                         and "docs" in p[len(root) + 1:].split("/")]
+                if not paths:
+                    continue
+                pages: list[tuple[str, AclnnPage]] = []
+                # A function documented twice at one version (an experimental copy, another
+                # library) keeps its first page: the main page before experimental/ ones.
+                for path in sorted(paths, key=lambda p: ("/experimental/" in p, p)):
+                    try:
+                        got = ctx.source.fetch(path)
+                        reason, maybe = ctx.parsed(got, _page_or_skip, by_origin=True)
+                        if maybe is None:
+                            skipped[(reason or "").split(" (")[0].split(":")[0]] += 1
+                            continue
+                        page = maybe
+                    except OpcheckError as exc:
+                        ctx.failures.append(str(exc))
+                        continue
+                    pages.append((path[len(root) + 1:], page))
+                parsed += len(pages)
+                sid = ctx.data.add_source(self.name, root,
+                                          url=f"https://github.com/hicann/{repo}/blob/{ref}/",
+                                          ref=ref, commit="" if version != HEAD else ref,
+                                          rows=len(pages))
+                for rel, page in pages:
+                    fresh = {f for f in page.functions if (f, version) not in seen}
+                    if not fresh:
+                        continue
+                    seen.update((f, version) for f in fresh)
+                    functions += _functions(page, repo, version, rel, sid, fresh)
+                    for p in page.params:
+                        if p.function not in fresh:
+                            continue
+                        params.add((p.function, p.param, _flat(p.direction), _csv(p.dtypes),
+                                    _csv(p.formats), _flat(p.ranks), p.non_contiguous),
+                                   version, p.line)
+                    for e in (e for e in page.exceptions if e.function in fresh):
+                        exceptions.add((e.function, _csv(e.products), e.kind, _csv(e.dtypes),
+                                        _csv(e.params), e.conditional, _flat(e.text)), version, e.line)
+                    for c in page.constraints:
+                        constraints.add((repo, rel, c.kind, _flat(c.subject), _flat(c.value),
+                                         _csv(c.products), _flat(c.text)), version, c.line)
+        data = ctx.data
+        data.aclnn_functions = sorted(functions, key=lambda f: (f.function, cann_order(f.cann)))
+        data.aclnn_params = [
+            AclnnParamRec(fn, param, direction, dtypes, formats, ranks, nc, c, ln)
+            for (fn, param, direction, dtypes, formats, ranks, nc), c, ln in params.items()]
+        data.aclnn_exceptions = [
+            AclnnExceptionRec(fn, products, kind, dtypes, names, cond, c, ln, text)
+            for (fn, products, kind, dtypes, names, cond, text), c, ln in exceptions.items()]
+        data.aclnn_constraints = [
+            AclnnConstraintRec(lib, path, kind, subject, value, products, c, ln, text)
+            for (lib, path, kind, subject, value, products, text), c, ln in constraints.items()]
+        why = ", ".join(f"{n} {r}" for r, n in skipped.most_common())
+        ctx.notes.append(f"aclnn docs: {parsed} pages parsed, {sum(skipped.values())} skipped "
+                         f"({why})")
+
+
+def _page_or_skip(text: str, *, origin: Origin) -> tuple[str | None, AclnnPage | None]:
+    reason = aclnn_docs.skip_reason(origin.path, text)
+    return reason, None if reason is not None else aclnn_docs.parse_page(text, origin=origin)
+
+
+def _functions(page: AclnnPage, library: str, version: str, path: str, sid: int,
+               wanted: set[str]) -> list[AclnnFunctionRec]:
+    supported = page.supported_on()
+    unsupported = [a for p in page.products if not p.supported for a in p.products
+                   if a not in supported]
+    products_line = page.products[0].line if page.products else 0
+    out = []
+    for fn in (f for f in page.functions if f in wanted):
+        first = min((p.line for p in page.params if p.function == fn), default=0)
+        out.append(AclnnFunctionRec(fn, version, library, path, first, _csv(supported),
+                                    _csv(dict.fromkeys(unsupported)), products_line, sid))
+    return out
+
+
+class OpApiSources:
+    name = "opapi_sources"
+    reads = f"{OP_PLUGIN}/<pinned commit>/op_plugin/ops/opapi/*.cpp and config/op_plugin_functions.yaml"
+    parser = "opcheck.scrapers.opapi_sources"
+    adds = "op_aclnn (the aclnn functions each ATen overload's kernel calls, per release)"
+
+    def collect(self, ctx: SyncContext) -> None:
+        ctx.progress("op-plugin kernel sources")
+        mirrored = {ref for ref in ctx.ls(OP_PLUGIN)
+                    if ctx.ls(f"{OP_PLUGIN}/{ref}/op_plugin/ops/opapi")}
+        by_pin: dict[str, list[ReleaseRec]] = defaultdict(list)
+        for rel in ctx.data.releases:
+            pin = rel.op_plugin_commit
+            full = next((m for m in mirrored if pin and m.startswith(pin)), None)
+            if full is not None:
+                by_pin[full].append(rel)
+        grouped: dict[tuple[str, str, str, str, str, str], list[str]] = defaultdict(list)
+        at: dict[tuple[str, str, str, str, str, str], tuple[str, int, int, str]] = {}
+        memo: dict[str, tuple[CppFunction, ...]] = {}  # file text → functions, across pins
+        for pin in sorted(by_pin):
+            try:
+                link, sid = self._link(ctx, pin, memo)
+            except OpcheckError as exc:
+                ctx.failures.append(str(exc))
+                continue
+            for rel in by_pin[pin]:
+                minor = torch_minor(rel.torch)
+                for r in link.rows:
+                    if minor not in r.torch:
+                        continue
+                    key = (r.op, r.aclnn, r.kind, r.fallback, r.via, r.match)
+                    if rel.torch_npu in grouped[key]:
+                        continue
+                    grouped[key].append(rel.torch_npu)
+                    if key not in at or release_key(rel.torch_npu) > release_key(at[key][3]):
+                        # cite the newest release's pin; the row keeps the file name (the
+                        # folder at that pin is its source row's path)
+                        at[key] = (r.path.rsplit("/", 1)[-1], r.line, sid, rel.torch_npu)
+        ctx.data.op_aclnn = sorted(
+            (OpAclnnRec(*key, releases=_csv(sorted(rels, key=release_key)), path=at[key][0],
+                        line=at[key][1], source_id=at[key][2])
+             for key, rels in grouped.items()),
+            key=lambda r: (r.op, r.aclnn, r.kind, r.via, r.fallback),
+        )
+
+    def _link(self, ctx: SyncContext, pin: str, memo: dict[str, tuple[CppFunction, ...]]
+              ) -> tuple[opapi_sources.PinLink, int]:
+        base = f"{OP_PLUGIN}/{pin}/op_plugin"
+        yaml = ctx.source.fetch(f"{base}/config/op_plugin_functions.yaml")
+        kernels = ctx.parsed(yaml, opplugin.parse_functions)
+        sources: list[tuple[Origin, str]] = []
+        for name in sorted(ctx.ls(f"{base}/ops/opapi")):
+            if name.endswith(".cpp"):
+                got = ctx.source.fetch(f"{base}/ops/opapi/{name}")
+                sources.append((got.origin, got.text))
+                if got.text not in memo:
+                    memo[got.text] = ctx.parsed(got, opapi_sources.parse_kernel_source)
+        link = opapi_sources.link_pin(sources, kernels, parsed=memo)
+        sid = ctx.data.add_source(self.name, f"{base}/ops/opapi",
+                                  url=f"https://github.com/Ascend/op-plugin/blob/{pin}/op_plugin/ops/opapi",
+                                  ref=pin, commit=pin, rows=len(link.rows))
+        return link, sid

@@ -1,0 +1,299 @@
+"""Graph mode (torch.compile with torchair): converters per release, the graph verdict, the CLI.
+
+The core tests run on the small fixture mirror tests/fixtures/torchair (two mirrored commits,
+one pin that is not mirrored) over the hand-written catalog; the real-data tests read the real
+converter files of two pins and trace a LLaMA-style transformer once."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from catalog_fixture import small_catalog
+from testpaths import TESTS
+
+from opcheck.checker.graph import (
+    CONDITIONAL,
+    CONVERTED,
+    NO_CONVERTER,
+    RAISES,
+    UNKNOWN,
+    functional_name,
+    graph_check,
+    graph_matrix,
+    graph_ops,
+    op_graph,
+)
+from opcheck.checker.history import HistoryFacts, describe_op
+from opcheck.core.oplist import OpList, OpUse
+from opcheck.db.build import write_catalog
+from opcheck.db.catalog import Catalog
+from opcheck.db.data import CatalogData, OperatorRec, ReleaseRec
+from opcheck.db.engine import make_engine
+from opcheck.db.graph import graph_pins
+from opcheck.db.snapshot import read_snapshot, write_snapshot
+from opcheck.sync.context import SyncContext
+from opcheck.sync.sources import MirrorSource
+from opcheck.sync.torchair import TorchairConverters
+
+FIXTURE = TESTS / "fixtures" / "torchair"
+A = "1a2b3c4d5e6f708192a3b4c5d6e7f80912a3b4c5"  # pinned by 2.1.0.post17 (v7.2.0)
+B = "9f8e7d6c5b4a39281706f5e4d3c2b1a098765432"  # pinned by 2.6.0.post5 (v7.3.0)
+
+
+def _collect(data: CatalogData, mirror: Path) -> SyncContext:
+    ctx = SyncContext(MirrorSource(mirror))
+    ctx.data = data
+    TorchairConverters().collect(ctx)
+    assert ctx.failures == []
+    return ctx
+
+
+def _oplist(*ops: str, method: str = "runtime", ir: str = "runtime-dispatch") -> OpList:
+    return OpList("m", method, ir, ops=[OpUse(op=o, count=1, dtypes=["float32"]) for o in ops])
+
+
+@pytest.fixture(scope="module")
+def graph_data() -> CatalogData:
+    data = small_catalog()
+    _collect(data, FIXTURE)
+    return data
+
+
+@pytest.fixture(scope="module")
+def cat_path(graph_data: CatalogData, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_catalog(graph_data, tmp_path_factory.mktemp("graph") / "catalog.sqlite")
+
+
+@pytest.fixture(scope="module")
+def cat(cat_path: Path) -> Catalog:
+    return Catalog.load(make_engine(cat_path))
+
+
+def test_pins_map_releases_by_tag_and_never_borrow(graph_data: CatalogData) -> None:
+    pins = {p.torch_npu: p for p in graph_data.graph_pins}
+    assert [(r, pins[r].torchair[:8], pins[r].state) for r in sorted(pins)] == [
+        ("1.11.0.post8", "", "no_pin"),  # its tag has no row in the pins file
+        ("2.1.0.post10", "0000aaaa", "not_mirrored"),
+        ("2.1.0.post17", A[:8], "read"),
+        ("2.4.0", "", "no_pin"),  # no tag at all
+        ("2.6.0.post5", B[:8], "read"),
+    ]
+    # one source per commit's converter folder (not one per file), with its row count
+    sources = {s.id: s for s in graph_data.sources}
+    folder = sources[pins["2.1.0.post17"].converters_source_id or 0]
+    assert (folder.scraper, folder.commit, folder.rows) == ("torchair", A, 10)
+    assert folder.path.endswith(f"{A}/python/torchair/_ge_concrete_graph/ge_converter")
+
+
+def test_a_source_without_pins_is_a_note_not_a_failure() -> None:
+    data = small_catalog()
+    ctx = _collect(data, TESTS / "fixtures" / "mirror")
+    assert data.graph_pins == [] and data.graph_converters == []
+    assert any("graph-mode status unknown for every release" in n for n in ctx.notes)
+
+
+def test_identical_facts_group_across_commits(graph_data: CatalogData) -> None:
+    by_op: dict[str, list[Any]] = {}
+    for g in graph_data.graph_converters:
+        by_op.setdefault(g.op, []).append(g)
+    pins = {p.torch_npu: p.converters_source_id for p in graph_data.graph_pins}
+    a, b = pins["2.1.0.post17"], pins["2.6.0.post5"]
+    (add,) = by_op["aten::add.Tensor"]  # the same file at both commits: one record
+    assert (add.sources, add.lines, add.dtypes) == (f"{a},{b}", "13,13", "bfloat16,float16,float32")
+    assert [(g.status, g.sources) for g in by_op["aten::mm"]] == [
+        (CONDITIONAL, str(a)), (RAISES, str(b))]
+    assert [g.sources for g in by_op["aten::relu"]] == [str(a)]
+
+
+def test_snapshot_round_trip_keeps_graph_facts(graph_data: CatalogData, tmp_path: Path) -> None:
+    write_snapshot(graph_data, tmp_path)
+    back = read_snapshot(tmp_path)
+    assert back.graph_pins == graph_data.graph_pins
+    assert sorted(back.graph_converters, key=repr) == sorted(graph_data.graph_converters, key=repr)
+
+
+def test_functional_forms_and_compile_spellings() -> None:
+    known = {"aten::relu", "aten::add.Tensor"}
+    assert functional_name("aten::relu_", known) == "aten::relu"
+    assert functional_name("aten::add_.Tensor", known) == "aten::add.Tensor"
+    assert functional_name("aten::normal_", known) == "aten::normal_"  # no functional op known
+    assert functional_name("aten::__iand__.Tensor", known) == "aten::__iand__.Tensor"
+    assert functional_name("aten::_reshape_alias", known) == "aten::view"
+    ol = OpList("m", "runtime", "runtime-dispatch", ops=[
+        OpUse(op="aten::linear", count=1, composite=True, children=["aten::t", "aten::addmm"]),
+        OpUse(op="aten::t", count=1, parent="aten::linear", via=["aten::linear"]),
+        OpUse(op="aten::relu_", count=2), OpUse(op="aten::relu", count=1)])
+    rows = graph_ops(ol, known)
+    # the composite is decomposed whatever kernels exist; relu_ counts as relu
+    assert [(op, u.count, via) for op, u, via in rows] == [
+        ("aten::relu", 3, ["aten::relu_"]), ("aten::t", 1, [])]
+
+
+def test_graph_check_per_release(cat: Catalog) -> None:
+    ol = _oplist("aten::relu_", "aten::add.Tensor", "aten::mm", "aten::_softmax.out",
+                 "aten::foo", "_c10d_functional::all_reduce")
+    g = graph_check(cat, ol, "2.1.0.post17")
+    by = {o["op"]: o for o in g["ops"]}
+    assert {op: o["status"] for op, o in by.items()} == {
+        "aten::relu": CONVERTED, "aten::add.Tensor": CONVERTED, "aten::mm": CONDITIONAL,
+        "aten::_softmax.out": RAISES, "aten::foo": NO_CONVERTER,
+        # registered only on torch >= 2.3.1; this release is torch 2.1.0
+        "_c10d_functional::all_reduce": NO_CONVERTER}
+    assert g["verdict"] == "NO" and g["torchair"] == A and g["tag"] == "v7.2.0-pytorch2.1.0"
+    assert g["not_converting"] == [  # raises first, then no converter
+        "aten::_softmax.out", "_c10d_functional::all_reduce", "aten::foo"]
+    assert g["ops"][0]["status"] == RAISES  # worst first
+    assert by["aten::relu"]["functional_of"] == ["aten::relu_"]
+    assert by["aten::relu"]["eager"] == "npu"  # eager status alongside, from the resolver
+    assert by["aten::mm"]["condition"] == (
+        "self.dtype == DataType.DT_INT8 or mat2.dtype == DataType.DT_INT8")
+    assert by["aten::_softmax.out"]["message"].startswith("RuntimeError: torch.ops.aten._softmax")
+    assert by["aten::_softmax.out"]["url"] == (
+        f"https://github.com/Ascend/torchair/blob/{A}/python/torchair/_ge_concrete_graph/"
+        "ge_converter/aten/_softmax.py#L21")
+    assert any("CompositeImplicitAutograd op decomposed" in n for n in g["notes"])
+    # the other commit: relu has no converter there, mm always raises
+    g26 = graph_check(cat, _oplist("aten::relu", "aten::mm"), "2.6.0.post5")
+    assert {o["op"]: o["status"] for o in g26["ops"]} == {
+        "aten::relu": NO_CONVERTER, "aten::mm": RAISES}
+
+
+def test_only_converted_ops_say_yes_and_conditional_says_maybe(cat: Catalog) -> None:
+    assert graph_check(cat, _oplist("aten::add.Tensor", "aten::relu"),
+                       "2.1.0.post17")["verdict"] == "YES"
+    assert graph_check(cat, _oplist("aten::add.Tensor", "aten::mm"),
+                       "2.1.0.post17")["verdict"] == "MAYBE"
+
+
+def test_unmirrored_or_missing_pins_are_unknown_never_guessed(cat: Catalog) -> None:
+    for release, why in (("2.1.0.post10", "not in the catalog"), ("2.4.0", "no known torchair")):
+        g = graph_check(cat, _oplist("aten::add.Tensor"), release)
+        assert g["verdict"] == "UNKNOWN" and g["ops"][0]["status"] == UNKNOWN
+        assert any(why in n for n in g["notes"])
+
+
+def test_matrix_over_releases(cat: Catalog) -> None:
+    m = graph_matrix(cat, _oplist("aten::add.Tensor", "aten::relu"))
+    assert m["verdicts"] == {"1.11.0.post8": "UNKNOWN", "2.1.0.post10": "UNKNOWN",
+                             "2.1.0.post17": "YES", "2.6.0.post5": "NO"}
+    assert m["ops"]["aten::relu"] == {"2.1.0.post17": CONVERTED, "2.6.0.post5": NO_CONVERTER}
+    assert m["oldest_graph_release"] == "2.1.0.post17"
+
+
+def test_op_history_shows_graph_status_next_to_eager(cat: Catalog) -> None:
+    doc = describe_op(HistoryFacts.load(cat), "aten::relu").to_json()
+    graph = {g["torch_npu"]: g["status"] for g in doc["graph"]}
+    assert graph == {"1.11.0.post8": UNKNOWN, "2.1.0.post10": UNKNOWN,
+                     "2.1.0.post17": CONVERTED, "2.4.0": UNKNOWN,
+                     "2.6.0.post5": NO_CONVERTER}
+    assert op_graph(cat, "aten::mm")[2]["condition"].startswith("self.dtype ==")
+
+
+def test_catalog_without_graph_data_reads_unknown(tmp_path: Path) -> None:
+    path = write_catalog(small_catalog(), tmp_path / "plain.sqlite")
+    plain = Catalog.load(make_engine(path))
+    assert graph_pins(plain.engine) == {}
+    assert graph_check(plain, _oplist("aten::relu"), "2.1.0.post17")["verdict"] == "UNKNOWN"
+
+
+def test_cli_check_graph(cat_path: Path, tmp_path: Path, cli: Callable[..., Any]) -> None:
+    catalog = str(cat_path)
+    bad = tmp_path / "bad.json"
+    bad.write_text(_oplist("aten::relu", "aten::mm").dumps(), encoding="utf-8")
+    args = ["check", str(bad), "--catalog", catalog, "--torch-npu", "2.6.0.post5", "--graph"]
+    r = cli(*args, "-f", "json")
+    assert r.exit_code == 1, r.output  # eager is clean; graph mode is not
+    doc = json.loads(r.output)
+    assert doc["graph"]["verdict"] == "NO" and doc["verdict"] != "NO"
+    table = cli(*args)
+    assert "Graph mode (torch.compile + torchair) on torch_npu 2.6.0.post5: NO" in table.output
+    assert "no converter" in table.output
+    md = cli(*args, "-f", "markdown")
+    assert "## Graph mode (torch.compile with torchair)" in md.output
+    assert cli(*args, "--fail-on", "never").exit_code == 0
+    every = json.loads(cli(*args, "--all-releases", "-f", "json").output)
+    assert every["graph"]["matrix"]["verdicts"]["2.1.0.post17"] == "MAYBE"
+    plain = cli(*args[:-1], "-f", "json")
+    assert "graph" not in json.loads(plain.output)  # without --graph the report is unchanged
+    assert plain.exit_code == 0  # so the finding above is graph mode's
+
+
+# --- real converters, a real transformer ---------------------------------------------------
+
+REAL_PINS = {  # release → its real tag (the pins file maps it to a torchair commit)
+    "2.4.0.post3": ("2.4.0", "v6.0.0.1-pytorch2.4.0"),  # c8745d0: mirrored
+    "2.8.0.post5": ("2.8.0", "v26.0.1-pytorch2.8.0"),  # 7c6c754: mirrored
+    "2.6.0": ("2.6.0", "v7.1.0-pytorch2.6.0"),  # 66c3272: not mirrored
+}
+
+
+@pytest.fixture(scope="module")
+def real_graph(upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    data = CatalogData()
+    data.releases = [ReleaseRec(rel, torch, tag=tag, sort_key=i, kernel_source="op_plugin")
+                     for i, (rel, (torch, tag)) in enumerate(sorted(REAL_PINS.items()))]
+    # the functional forms the check maps in-place ops to must be known ops
+    data.operators = [OperatorRec(op, "aten", op[6:].split(".")[0], "")
+                      for op in ("aten::add.Tensor", "aten::mul.Tensor", "aten::relu")]
+    _collect(data, upstream)
+    path = write_catalog(data, tmp_path_factory.mktemp("real") / "catalog.sqlite")
+    return Catalog.load(make_engine(path))
+
+
+@pytest.fixture(scope="module")
+def llama() -> OpList:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from opcheck.tracers import runtime
+    from opcheck.tracers.inputs import InputSpec
+
+    sys.path.insert(0, str(TESTS))
+    from models import hf
+
+    with torch.device("meta"):
+        model, args, kwargs = hf.llama_tiny()
+    return runtime.trace_module(model, InputSpec(), example_args=args, example_kwargs=kwargs,
+                                label="llama_tiny")
+
+
+@pytest.mark.upstream
+@pytest.mark.torch
+def test_llama_in_graph_mode_on_two_releases(real_graph: Catalog, llama: OpList) -> None:
+    old = graph_check(real_graph, llama, "2.4.0.post3")
+    new = graph_check(real_graph, llama, "2.8.0.post5")
+    # the ops that would not convert: torchair c8745d0 (torch 2.1-2.4 era) has no converter
+    # for _safe_softmax, which torch >= 2.5 decomposes sdpa to (the trace's torch is newer)
+    assert old["not_converting"] == ["aten::_safe_softmax"] and old["verdict"] == "NO"
+    assert new["not_converting"] == [] and new["verdict"] == "MAYBE"
+    conditional = {o["op"] for o in new["ops"] if o["status"] == CONDITIONAL}
+    assert {"aten::mm", "aten::bmm", "aten::_to_copy", "aten::embedding"} <= conditional
+    ops = {o["op"] for o in new["ops"]}
+    assert "aten::_reshape_alias" not in ops and "aten::view" in ops  # as torch.compile emits
+    assert "aten::add_.Tensor" not in ops  # functionalized
+    unknown = graph_check(real_graph, llama, "2.6.0")
+    assert unknown["verdict"] == "UNKNOWN"
+    m = graph_matrix(real_graph, llama)
+    assert m["verdicts"] == {"2.4.0.post3": "NO", "2.6.0": "UNKNOWN", "2.8.0.post5": "MAYBE"}
+
+
+@pytest.mark.upstream
+@pytest.mark.torch
+def test_model_of_converted_ops_says_yes(real_graph: Catalog) -> None:
+    torch = pytest.importorskip("torch")
+    from opcheck.tracers import runtime
+    from opcheck.tracers.inputs import InputSpec
+
+    class Gate(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return torch.relu(x) * torch.sigmoid(x) + x
+
+    ol = runtime.trace_module(Gate(), InputSpec(), example_args=(torch.randn(2, 8),), label="g")
+    g = graph_check(real_graph, ol, "2.8.0.post5")
+    assert {o["op"] for o in g["ops"]} >= {"aten::relu", "aten::sigmoid", "aten::mul.Tensor",
+                                           "aten::add.Tensor"}
+    assert all(o["status"] == CONVERTED for o in g["ops"]) and g["verdict"] == "YES"

@@ -1,0 +1,128 @@
+"""SyncContext.parsed: each distinct file parsed once per sync, and once across syncs until
+the parser's code changes."""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from opcheck.db.snapshot import snapshot_equal, write_snapshot
+from opcheck.scrapers.rows import Origin
+from opcheck.sync.context import SyncContext
+from opcheck.sync.pipeline import Universe, collect
+from opcheck.sync.sources import MirrorSource
+
+CALLS: list[tuple[str, str | None]] = []
+
+
+def count_lines(text: str, *, origin: Origin, torch: str | None = None) -> list[str]:
+    CALLS.append((origin.path, torch))
+    return [f"{torch}:{line}" for line in text.splitlines()]
+
+
+def where(text: str, *, origin: Origin) -> str:
+    CALLS.append((origin.path, None))
+    return origin.path
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> MirrorSource:
+    CALLS.clear()
+    root = tmp_path / "mirror"
+    for name, text in (("a/f.yaml", "x\ny\n"), ("b/f.yaml", "x\ny\n"), ("c/f.yaml", "z\n")):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return MirrorSource(root)
+
+
+def test_identical_files_are_parsed_once_per_options(files: MirrorSource) -> None:
+    ctx = SyncContext(files)
+    first = ctx.parsed("a/f.yaml", count_lines)
+    assert ctx.parsed("b/f.yaml", count_lines) is first  # same text, other path
+    assert ctx.parsed("c/f.yaml", count_lines) == ["None:z"]
+    assert ctx.parsed("a/f.yaml", count_lines, torch="2.1") == ["2.1:x", "2.1:y"]
+    assert CALLS == [("a/f.yaml", None), ("c/f.yaml", None), ("a/f.yaml", "2.1")]
+    assert ctx.parse_stats == {"parsed": 3, "reused": 1, "cached": 0}
+
+
+def test_a_parse_that_reads_its_origin_is_kept_per_file(files: MirrorSource) -> None:
+    ctx = SyncContext(files)
+    assert ctx.parsed("a/f.yaml", where, by_origin=True) == "a/f.yaml"
+    assert ctx.parsed("b/f.yaml", where, by_origin=True) == "b/f.yaml"
+    assert ctx.parsed("b/f.yaml", where, by_origin=True) == "b/f.yaml"
+    assert len(CALLS) == 2
+
+
+def test_lambdas_and_closures_are_refused(files: MirrorSource) -> None:
+    ctx = SyncContext(files)
+    with pytest.raises(TypeError, match="module-level"):
+        ctx.parsed("a/f.yaml", lambda text, origin: text)
+
+
+def test_a_second_sync_reads_parses_from_the_cache(files: MirrorSource, tmp_path: Path) -> None:
+    cache = tmp_path / "parsed"
+    SyncContext(files, parse_cache=cache).parsed("a/f.yaml", count_lines, torch="2.1")
+    ctx = SyncContext(files, parse_cache=cache)
+    assert ctx.parsed("b/f.yaml", count_lines, torch="2.1") == ["2.1:x", "2.1:y"]
+    assert ctx.parse_stats["cached"] == 1
+    assert CALLS == [("a/f.yaml", "2.1")]
+    # A cache entry that cannot be read (a sync killed mid-write, a foreign file) is a miss.
+    for entry in cache.rglob("*.pickle"):
+        entry.write_bytes(b"\x80\x05truncated")
+    assert SyncContext(files, parse_cache=cache).parsed("a/f.yaml", count_lines,
+                                                        torch="2.1") == ["2.1:x", "2.1:y"]
+    assert len(CALLS) == 2
+
+
+def test_editing_the_parser_invalidates_its_cached_parses(files: MirrorSource, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "parsed"
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    module = pkg / "speed_cache_parser.py"
+    monkeypatch.syspath_prepend(str(pkg))
+    monkeypatch.delitem(sys.modules, "speed_cache_parser", raising=False)
+
+    def parse_with(body: str) -> object:
+        module.write_text(f"def parse(text, *, origin):\n    return {body}\n")
+        importlib.invalidate_caches()
+        mod = importlib.reload(sys.modules["speed_cache_parser"]) \
+            if "speed_cache_parser" in sys.modules else importlib.import_module("speed_cache_parser")
+        return SyncContext(files, parse_cache=cache).parsed("a/f.yaml", mod.parse)
+
+    assert parse_with("text.split()") == ["x", "y"]
+    assert parse_with("text.split()") == ["x", "y"]  # same code: from the cache
+    # A changed parser (a fixed bug) must not serve what the old code parsed.
+    assert parse_with("text.upper().split()") == ["X", "Y"]
+    versions = list((cache / "speed_cache_parser.parse").iterdir())
+    assert len(versions) == 1  # entries of the old code are gone
+    entry = next(versions[0].iterdir())
+    assert pickle.loads(entry.read_bytes()) == ["X", "Y"]
+
+
+def test_collect_with_a_parse_cache_builds_the_same_catalog(
+    fixtures: Path, tmp_path: Path
+) -> None:
+    from opcheck.scrapers.pytorch import parse_native_functions
+
+    origin = Origin("torchgen/packaged/ATen/native/native_functions.yaml", ref="torch-test")
+    universe = Universe(parse_native_functions((fixtures / "universe.yaml").read_text(),
+                                               origin=origin), "2.6.0", origin)
+    mirror = tmp_path / "mirror"
+    shutil.copytree(fixtures / "mirror", mirror)
+    plain = collect(MirrorSource(mirror), universe=universe)
+    cache = tmp_path / "parsed"
+    cold = collect(MirrorSource(mirror), universe=universe, parse_cache=cache)
+    warm = collect(MirrorSource(mirror), universe=universe, parse_cache=cache)
+    assert any(cache.rglob("*.pickle"))
+    assert not plain.failures and not cold.failures and not warm.failures
+    for n, res in enumerate((plain, cold, warm)):
+        write_snapshot(res.data, tmp_path / f"snap{n}")
+    assert plain.data.kernels
+    assert snapshot_equal(tmp_path / "snap0", tmp_path / "snap1") == []
+    assert snapshot_equal(tmp_path / "snap0", tmp_path / "snap2") == []
