@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from opcheck.checker.resolve import Resolution, Resolver
+from opcheck.checker.target import normalise as normalise_cann
 from opcheck.core.errors import CatalogError, UsageError
 from opcheck.core.versions import expand_release, minor_key, torch_minor
 from opcheck.core.vocab import Status
 from opcheck.db.catalog import Catalog, ReleaseInfo
-
-
-def normalise_cann(text: str) -> str:
-    """``CANN 8.3.RC1`` / ``8.3.rc1`` → ``8.3.RC1``."""
-    s = re.sub(r"(?i)^\s*cann\s*", "", text).strip()
-    return re.sub(r"(?i)rc", "RC", s)
 
 
 def select_target(

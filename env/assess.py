@@ -30,6 +30,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from opcheck.checker.target import same_cann
 from opcheck.core.versions import release_key, torch_minor
 from opcheck.db.catalog import Catalog, ReleaseInfo
 from opcheck.env.probe import Found, Inventory, set_env_script
@@ -110,12 +111,6 @@ def _public(version: str) -> str:
 
 def same_torch(installed: str, wanted: str) -> bool:
     return _public(installed) == _public(wanted)
-
-
-def same_cann(a: str, b: str) -> bool:
-    from opcheck.checker.queries import normalise_cann
-
-    return bool(a and b) and normalise_cann(a).upper() == normalise_cann(b).upper()
 
 
 def _cann_pairing(cat: Catalog, release: ReleaseInfo, installed: str, where: str) -> Finding:
