@@ -183,27 +183,32 @@ def _error_for(cat: Catalog, function: str, trigger: str) -> str:
     return ""
 
 
-def _links_for(cat: Catalog, op: str, release: ReleaseInfo,
-               linked: set[str]) -> tuple[list[OpLink], str]:
-    """The op's aclnn links in ``release`` (or the nearest linked release of its torch line),
-    and a label saying where they come from when that is not the release itself."""
-    names = (op, *_DELEGATES.get(op, ()))
-    source = release.torch_npu
-    note = ""
-    if source not in linked:
-        pool = [r.torch_npu for r in cat.releases if r.torch_npu in linked]
-        same = [r for r in pool if torch_minor(r) == release.torch_minor]
-        if not pool:
-            return [], ""
+def _link_source(cat: Catalog, release: ReleaseInfo, linked: set[str]) -> tuple[str, str]:
+    """The release whose op → aclnn links stand for ``release`` ("" when none has links), and
+    a label saying so when that is not the release itself."""
+    if release.torch_npu in linked:
+        return release.torch_npu, ""
+    pool = [r.torch_npu for r in cat.releases if r.torch_npu in linked]
+    if not pool:
+        return "", ""
+    same = [r for r in pool if torch_minor(r) == release.torch_minor]
+    if same:  # the same torch line: the next linked release, else the newest before
         key = release_key(release.torch_npu)
-        if same:  # the same torch line: the next linked release, else the newest before
-            after = [r for r in same if release_key(r) >= key]
-            source = after[0] if after else same[-1]
-        else:  # another line (a wheel-only release): the nearest linked release
-            order = {r.torch_npu: r.sort_key for r in cat.releases}
-            here = order.get(release.torch_npu, 0)
-            source = min(pool, key=lambda r: (abs(order[r] - here), -order[r]))
-        note = f"kernel sources of {source} (the pin of {release.torch_npu} is not mirrored)"
+        after = [r for r in same if release_key(r) >= key]
+        source = after[0] if after else same[-1]
+    else:  # another line (a wheel-only release): the nearest linked release
+        order = {r.torch_npu: r.sort_key for r in cat.releases}
+        here = order.get(release.torch_npu, 0)
+        source = min(pool, key=lambda r: (abs(order[r] - here), -order[r]))
+    return source, f"kernel sources of {source} (the pin of {release.torch_npu} is not mirrored)"
+
+
+def _links_for(cat: Catalog, op: str, source: str, note: str) -> tuple[list[OpLink], str]:
+    """The op's aclnn links in release ``source`` (through the op torch_npu hands the work to,
+    for its own kernels), and the label of where they come from."""
+    if not source:
+        return [], ""
+    names = (op, *_DELEGATES.get(op, ()))
     links = db.op_links(cat.engine, list(names), source)
     for name in names:
         found = [x for x in links.get(name, []) if x.kind in ("exec", "compat")]
@@ -247,6 +252,7 @@ def contract_lookup(cat: Catalog, hardware: str | None) -> RestrictionLookup | N
     linked = db.linked_releases(cat.engine)
     documented = db.documented_canns(cat.engine)
     doc_cache: dict[str, dict[str, FunctionDoc]] = {}
+    sources: dict[str, tuple[str, str]] = {}  # target release → (release linked, label)
 
     def docs_of(function: str) -> dict[str, FunctionDoc]:
         if function not in doc_cache:
@@ -256,7 +262,9 @@ def contract_lookup(cat: Catalog, hardware: str | None) -> RestrictionLookup | N
     def lookup(use: OpUse, target: ReleaseInfo) -> list[Restriction]:
         if not use.signatures:
             return []
-        links, via_note = _links_for(cat, use.op, target, linked)
+        if target.torch_npu not in sources:
+            sources[target.torch_npu] = _link_source(cat, target, linked)
+        links, via_note = _links_for(cat, use.op, *sources[target.torch_npu])
         out: list[Restriction] = []
         judged: dict[str, tuple[list[Restriction], tuple[str, ...]]] = {}
         for function in dict.fromkeys(x.aclnn for x in links):

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 
 from opcheck.checker.check import Restriction, RestrictionLookup
+from opcheck.checker.contract import combine, contract_lookup
 from opcheck.core.errors import UsageError
 from opcheck.core.oplist import OpUse, Signature
 from opcheck.core.products import ALIASES, canonical_alias, product_aliases
@@ -77,8 +78,6 @@ def match_hardware(cat: Catalog, wanted: str) -> list[str]:
 def all_restrictions(cat: Catalog, hardware: str | None) -> RestrictionLookup | None:
     """Both sources of limits: the aclnn contract (CANN's operator docs) and torch_npu's
     per-API docs, each labelled in its findings (``Restriction.source``)."""
-    from opcheck.checker.contract import combine, contract_lookup
-
     return combine(contract_lookup(cat, hardware), restriction_lookup(cat, hardware))
 
 
