@@ -38,7 +38,8 @@ def sync(mirror: Path, cache: Path, out: Path) -> tuple[float, float]:
 
 
 def breakdown(mirror: Path, parse_cache: Path | None = None) -> list[tuple[str, float]]:
-    """CPU seconds per upstream of one in-process collect."""
+    """CPU seconds per upstream of one in-process collect, parsing in this process only
+    (worker processes' CPU would not show in process_time)."""
     from opcheck.sync.pipeline import collect, installed_universe
     from opcheck.sync.sources import MirrorSource
     from opcheck.sync.upstreams import UPSTREAMS
@@ -57,7 +58,7 @@ def breakdown(mirror: Path, parse_cache: Path | None = None) -> list[tuple[str, 
             spent.append((self.name, time.process_time() - t))
 
     collect(MirrorSource(mirror), universe=installed_universe(),
-            upstreams=[Timed(u) for u in UPSTREAMS], parse_cache=parse_cache)
+            upstreams=[Timed(u) for u in UPSTREAMS], parse_cache=parse_cache, workers=0)
     return spent
 
 
@@ -76,6 +77,11 @@ def main() -> None:
             cache, out = Path(tmp) / f"cache{i}", Path(tmp) / f"out{i}"
             cold.append(sync(args.mirror, cache, out))
             warm.append(sync(args.mirror, cache, out))
+    from opcheck.sync.context import default_workers
+
+    # parsing in worker processes depends on how busy the machine is: say what it was
+    print(f"parse workers a sync would start now: {default_workers()} "
+          f"(load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     for label, runs in (("cold (empty parse cache)", cold), ("warm (parse cache of a previous sync)", warm)):
         wall = statistics.median(w for w, _ in runs)
         cpu = statistics.median(c for _, c in runs)
@@ -85,7 +91,7 @@ def main() -> None:
         for label in ("cold", "warm"):
             spent = breakdown(args.mirror, Path(tmp))
             total = sum(s for _, s in spent)
-            print(f"{label} collect in process: {total:.1f} CPU s; " + ", ".join(
+            print(f"{label} collect in process (no workers): {total:.1f} CPU s; " + ", ".join(
                 f"{n} {s:.1f}" for n, s in sorted(spent, key=lambda x: -x[1]) if s >= 0.1))
 
 

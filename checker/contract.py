@@ -203,13 +203,22 @@ def _link_source(cat: Catalog, release: ReleaseInfo, linked: set[str]) -> tuple[
     return source, f"kernel sources of {source} (the pin of {release.torch_npu} is not mirrored)"
 
 
-def _links_for(cat: Catalog, op: str, source: str, note: str) -> tuple[list[OpLink], str]:
+LinkRows = dict[str, list[tuple[OpLink, frozenset[str]]]]
+
+
+def _links_for(cat: Catalog, op: str, source: str, note: str,
+               rows: dict[tuple[str, ...], LinkRows] | None = None) -> tuple[list[OpLink], str]:
     """The op's aclnn links in release ``source`` (through the op torch_npu hands the work to,
-    for its own kernels), and the label of where they come from."""
+    for its own kernels), and the label of where they come from. ``rows``: a cache of the
+    ops' links over every release (one read per op, not one per op and release)."""
     if not source:
         return [], ""
     names = (op, *_DELEGATES.get(op, ()))
-    links = db.op_links(cat.engine, list(names), source)
+    if rows is None:
+        rows = {}
+    if names not in rows:
+        rows[names] = db.op_link_rows(cat.engine, list(names))
+    links = db.links_in(rows[names], source)
     for name in names:
         found = [x for x in links.get(name, []) if x.kind in ("exec", "compat")]
         if found:
@@ -253,6 +262,7 @@ def contract_lookup(cat: Catalog, hardware: str | None) -> RestrictionLookup | N
     documented = db.documented_canns(cat.engine)
     doc_cache: dict[str, dict[str, FunctionDoc]] = {}
     sources: dict[str, tuple[str, str]] = {}  # target release → (release linked, label)
+    link_rows: dict[tuple[str, ...], LinkRows] = {}
 
     def docs_of(function: str) -> dict[str, FunctionDoc]:
         if function not in doc_cache:
@@ -264,7 +274,7 @@ def contract_lookup(cat: Catalog, hardware: str | None) -> RestrictionLookup | N
             return []
         if target.torch_npu not in sources:
             sources[target.torch_npu] = _link_source(cat, target, linked)
-        links, via_note = _links_for(cat, use.op, *sources[target.torch_npu])
+        links, via_note = _links_for(cat, use.op, *sources[target.torch_npu], link_rows)
         out: list[Restriction] = []
         judged: dict[str, tuple[list[Restriction], tuple[str, ...]]] = {}
         for function in dict.fromkeys(x.aclnn for x in links):

@@ -26,8 +26,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from opcheck.checker.graph_conditions import describe, first_rank, holds
 from opcheck.checker.resolve import Resolver
-from opcheck.core.oplist import OpList, OpUse
+from opcheck.core.oplist import MAX_SAMPLES, OpList, OpUse
 from opcheck.core.opname import OpName
 from opcheck.core.versions import release_key
 from opcheck.db.catalog import Catalog
@@ -63,6 +64,9 @@ class GraphOp:
     functional_of: list[str] = field(default_factory=list)  # in-place ops it stands for
     where: str = ""  # path:line in ge_converter/
     url: str = ""
+    # a conditional converter's condition evaluated on the traced call signatures
+    # (opcheck.checker.graph_conditions): why the status is raises/converted, else ""
+    evaluated: str = ""
 
 
 # Ops an eager dispatcher trace records that a torch.compile graph spells otherwise: C++
@@ -112,6 +116,28 @@ def _status(info: ConverterInfo | None, torch: str) -> str:
     return info.status
 
 
+def judged(status: str, info: ConverterInfo | None, use: OpUse,
+           schema: str) -> tuple[str, str]:
+    """A conditional converter's status for this model's calls: ``raises`` when its condition
+    holds for a traced call signature, ``converted`` when it holds for none of them and the
+    signatures cover every call, else still ``conditional``; with the reason."""
+    if status != CONDITIONAL or info is None or not info.condition or not use.signatures:
+        return status, ""
+    rank = first_rank(schema, use.shapes, complete=len(use.shapes) < MAX_SAMPLES)
+    results = [(sig, holds(info.condition, sig, schema, rank, info.rebound))
+               for sig in use.signatures]
+    raising = [sig for sig, r in results if r is True]
+    if raising:
+        return RAISES, (f"raises for the traced call ({describe(raising[0])}): "
+                        f"{info.condition}")
+    covered = sum(sig.count for sig in use.signatures) >= use.count
+    if covered and all(r is False for _, r in results):
+        n = len(results)
+        return CONVERTED, (f"evaluated on the {n} traced call signature{'s' * (n != 1)}: "
+                           f"never {info.condition} (static shapes)")
+    return CONDITIONAL, ""
+
+
 def verdict_of(statuses: list[str], *, known: bool, complete: bool = True) -> str:
     if not known:
         return "UNKNOWN"
@@ -120,6 +146,11 @@ def verdict_of(statuses: list[str], *, known: bool, complete: bool = True) -> st
     if not complete:
         return "INCOMPLETE"
     return "MAYBE" if CONDITIONAL in statuses else "YES"
+
+
+def _schema(cat: Catalog, op: str) -> str:
+    info = cat.operators.get(op)
+    return info.schema if info else ""
 
 
 def _pin_note(pin: GraphPin | None, release: str) -> str:
@@ -148,17 +179,27 @@ def graph_check(cat: Catalog, oplist: OpList, release: str, *, cpu_fallback: boo
     for (op, use, via), eager_status in zip(rows, eager, strict=True):
         info = infos.get(op)
         status = _status(info, rel.torch) if known else UNKNOWN
+        status, evaluated = judged(status, info, use, _schema(cat, op))
         ops.append(GraphOp(
             op=op, status=status, eager=eager_status, count=use.count,
             dtypes=list(use.dtypes), functional_of=via,
             message=info.message if info and status != NO_CONVERTER else "",
-            condition=info.condition if info and status == CONDITIONAL else "",
+            condition=info.condition if info and (status == CONDITIONAL or evaluated) else "",
             declared_dtypes=info.dtypes if info else "",
             where=f"{info.path}:{info.line}" if info else "", url=info.url if info else "",
+            evaluated=evaluated,
         ))
     ops.sort(key=lambda g: (-_SEVERITY[g.status], -g.count, g.op))
     statuses = [g.status for g in ops]
     notes = [IR_NOTE, _pin_note(pin, release)]
+    decided = [g for g in ops if g.evaluated]
+    if decided:
+        notes.append(
+            f"{len(decided)} conditional converter(s) decided on the traced arguments "
+            f"({sum(g.status == RAISES for g in decided)} raise, "
+            f"{sum(g.status == CONVERTED for g in decided)} convert), assuming static shapes: "
+            "under torch.compile(dynamic=True) scalar arguments may arrive as symbolic "
+            "tensors")
     if oplist.ir == "pre-dispatch" or oplist.method.startswith("static"):
         notes.append(STATIC_NOTE)
     return {
@@ -181,6 +222,7 @@ def graph_matrix(cat: Catalog, oplist: OpList) -> dict[str, Any]:
     pins = graph_pins(cat.engine)
     rows = graph_ops(oplist, cat.operators)
     names = [op for op, _, _ in rows]
+    uses = {op: use for op, use, _ in rows}
     cells: dict[str, dict[str, str]] = {op: {} for op in names}
     verdicts: dict[str, str] = {}
     by_commit: dict[int, dict[str, ConverterInfo]] = {}
@@ -193,7 +235,8 @@ def graph_matrix(cat: Catalog, oplist: OpList) -> dict[str, Any]:
         if pin.source_id not in by_commit:
             by_commit[pin.source_id] = converters(cat.engine, pin, names)
         infos = by_commit[pin.source_id]
-        statuses = [_status(infos.get(op), rel.torch) for op in names]
+        statuses = [judged(_status(infos.get(op), rel.torch), infos.get(op), uses[op],
+                           _schema(cat, op))[0] for op in names]
         for op, st in zip(names, statuses, strict=True):
             cells[op][rel.torch_npu] = st
         verdicts[rel.torch_npu] = verdict_of(statuses, known=True, complete=oplist.complete)
@@ -244,7 +287,9 @@ def _problem_ops(graph: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _detail(o: dict[str, Any]) -> str:
     bits = []
-    if o["status"] == CONDITIONAL and o["condition"]:
+    if o.get("evaluated"):
+        bits.append(o["evaluated"])
+    elif o["status"] == CONDITIONAL and o["condition"]:
         bits.append(f"raises when {o['condition']}")
     if o["message"] and o["status"] != CONVERTED:
         bits.append(o["message"])

@@ -12,7 +12,8 @@ Training: a CIA op received whole runs backward as the NPU's own code (torch_npu
 torch >= 2.3 registers its CIA kernels on the autograd key too), approximated by the backward
 of the decomposition, except where torch has a formula for the op (``BACKWARD_FORMULA``): the
 formula's op is recorded as a composite of the decomposition's backward ops and received whole
-with its forward op.
+with its forward op. Releases built on torch < 2.3 register CIA kernels on the backend key
+only; their backward is not modelled, and a train report says so.
 
 Pure: no I/O, no torch. Schema 1 lists and static listings (no ``composite`` records) come out
 unchanged.
@@ -55,6 +56,15 @@ def has_kernel(resolver: Resolver, op: str) -> bool:
     itself to the backend. From torch_npu 2.0 on every such CIA registration is an NPU kernel
     (resolver status ``npu``); 1.11 releases also register some to run on the CPU or raise."""
     return op in resolver.kernels
+
+
+def _before_autograd_registration(resolver: Resolver) -> bool:
+    """Releases built on torch < 2.3 register CIA kernels on PrivateUse1 only."""
+    try:
+        major, minor = (int(x) for x in resolver.release.torch_minor.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) < (2, 3)
 
 
 def received(oplist: OpList, resolver: Resolver) -> Received:
@@ -125,6 +135,19 @@ def received(oplist: OpList, resolver: Resolver) -> Received:
         notes.append(
             f"{op} has no NPU kernel in torch_npu {release}; its decomposition sends no op to "
             "the device"
+        )
+    unregistered = [op for op in whole if op not in BACKWARD_FORMULA]
+    if oplist.mode == "train" and unregistered and _before_autograd_registration(resolver):
+        shown = ", ".join(unregistered[:MAX_NAMED])
+        more = (f" and {len(unregistered) - MAX_NAMED} more"
+                if len(unregistered) > MAX_NAMED else "")
+        notes.append(
+            f"approximate: torch_npu {release} is built on torch "
+            f"{resolver.release.torch_minor}, before torch_npu registered its kernels for "
+            f"composite ops on the autograd key (torch 2.3), so the backward of {shown}{more} "
+            "depends on how each kernel is written (torch may warn that no autograd kernel "
+            "was registered, and gradients can be missing); the backward shown is their "
+            "decomposition's"
         )
     return Received(
         release=release,

@@ -38,7 +38,8 @@ def select_target(
                         "(matrix-only release); pick another with `opcheck releases`"
                     )
                 return r
-        near = ", ".join(r.torch_npu for r in usable if r.torch_npu.startswith(want[:3]))[:200]
+        close = [r.torch_npu for r in usable if r.torch_npu.startswith(want[:3])]
+        near = ", ".join(close[:16]) + (f" and {len(close) - 16} more" if len(close) > 16 else "")
         raise UsageError(f"unknown torch_npu release {torch_npu!r}" + (f" (known: {near})" if near else ""))
     pool = usable
     minor_wanted = torch or installed_torch

@@ -10,6 +10,7 @@ op-plugin branch head because the release pins no commit the catalog could read)
 
 from __future__ import annotations
 
+import functools
 import re
 
 from opcheck.core.vocab import KernelSource
@@ -24,6 +25,7 @@ def normalise(text: str) -> str:
     return re.sub(r"(?i)rc", "RC", s)
 
 
+@functools.lru_cache(maxsize=1024)  # called per documented version, per op, per release
 def cann_key(version: str) -> tuple[tuple[int, int], ...]:
     """Order of CANN versions: ``8.0.RC3 < 8.0.0 < 8.0.1 < 8.1.RC1``; a hotfix
     (``6.3.RC3.1``) after its release, a pre-release build (``8.2.RC1.alpha002``) before it.

@@ -16,16 +16,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from opcheck.checker.check import Finding, check
 from opcheck.core.errors import OpcheckError, UsageError
+from opcheck.core.oplist import OpList
 from opcheck.core.paths import data_dir
 from opcheck.core.versions import release_key
 from opcheck.core.vocab import Status
-from opcheck.db.catalog import Catalog
+from opcheck.db.catalog import Catalog, ReleaseInfo
 from opcheck.db.data import CatalogData, ZooRec
 
 ZOO_SCHEMA_VERSION = 1
@@ -43,9 +45,11 @@ MODELS: dict[str, str] = {
     "yolo": "yolo",
 }
 ERROR = "ERROR"  # the verdict cell of a model whose trace failed
-# Imported once by the tracer template for every zoo model (~2 s each otherwise); a model
-# that does not use it pays nothing, and without transformers the template skips it.
+# Imported once by the tracer template when a zoo model builds on it (~2 s per model
+# otherwise, ~2.4 s once); without transformers installed the template skips it.
 ZOO_PRELOAD = ("transformers.modeling_utils",)
+# The zoo models that import transformers (the others are plain torch).
+USES_TRANSFORMERS = frozenset({"vit", "bert", "gpt2", "llama", "whisper"})
 
 Progress = Callable[[str], None]
 
@@ -96,6 +100,27 @@ def specs(models: Sequence[str] | None) -> list[tuple[str, str]]:
     return out
 
 
+def preload(models: Sequence[str] | None) -> tuple[str, ...]:
+    """What the tracer template imports for these models: torch, and transformers' model base
+    when one of them uses it (a ``file.py:factory`` spec whose file mentions it counts)."""
+    from opcheck.tracers import sandbox
+
+    for name, spec in specs(models):
+        if name in USES_TRANSFORMERS or (":" in name and _mentions_transformers(spec)):
+            return (*sandbox.PRELOAD, *ZOO_PRELOAD)
+    return sandbox.PRELOAD
+
+
+def _mentions_transformers(spec: str) -> bool:
+    where = spec.rsplit(":", 1)[0]
+    if not where.endswith(".py"):
+        return True  # pkg.module:factory: unknown without importing it, so assume it does
+    try:
+        return "transformers" in Path(where).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False  # its trace reports the missing file
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())[:500]
 
@@ -110,7 +135,6 @@ def run_zoo(
     progress: Progress | None = None,
 ) -> ZooResult:
     """Trace each model once and check it against every release with a kernel list."""
-    from opcheck.core.oplist import OpList
     from opcheck.tracers import sandbox
     from opcheck.tracers.api import trace
     from opcheck.tracers.composites import composites_with_kernels
@@ -140,33 +164,46 @@ def run_zoo(
         return name, ol, took
 
     say(f"tracing {len(wanted)} model(s)")
-    # Each trace is its own sandboxed process, forked from one template that imported torch
-    # (and transformers' model base, which most zoo models build on) once; threads only wait.
-    with sandbox.shared_imports((*sandbox.PRELOAD, *ZOO_PRELOAD)), \
-            ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        traced = list(pool.map(one, wanted))
     result = ZooResult(models=[n for n, _ in wanted], releases=[r.torch_npu for r in releases],
                        rows=[])
-    for name, ol, took in traced:
-        result.seconds[name] = took
-        if isinstance(ol, str):
-            result.rows.append(ZooRec(model=name, torch_npu="", verdict=ERROR, error=ol))
-            continue
-        say(f"checking {name} against {len(releases)} releases")
-        for rel in releases:
-            rep = check(cat, ol, rel)
-            problems = [f for f in rep.ops if f.status.is_problem]
-            # one count column per status (ZooRec and the zoo_result table name them alike)
-            counts: dict[str, Any] = {s.value: rep.counts[s.value] for s in Status}
-            result.rows.append(ZooRec(
-                model=name, torch_npu=rel.torch_npu, verdict=rep.verdict.value, **counts,
-                fallback_calls=rep.fallback_calls,
-                problem_ops=",".join(f"{f.op}={f.status}" for f in problems),
-                traced_with=ol.torch_version,
-            ))
-            if rel is releases[-1]:
-                result.newest[name] = problems
+    # Each trace is its own sandboxed process, forked from one template that imported torch
+    # (and transformers' model base when a model needs it) once; the caller may have started
+    # it before loading the catalog. The pool's threads only wait for the children, while
+    # this thread checks each op list as it arrives.
+    template = nullcontext() if sandbox.sharing() else sandbox.shared_imports(preload(models))
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
+        with template:
+            for traced in pool.map(one, wanted):
+                _check_one(cat, releases, result, *traced, say)
+    finally:
+        # Not waiting (an interrupt must not wait for the traces under way): closing the
+        # template kills its children, and the threads waiting for them end.
+        pool.shutdown(wait=False, cancel_futures=True)
     return result
+
+
+def _check_one(cat: Catalog, releases: Sequence[ReleaseInfo], result: ZooResult, name: str,
+               ol: OpList | str, took: float, say: Progress) -> None:
+    """One model's rows: an ERROR row, or one row per release."""
+    result.seconds[name] = took
+    if isinstance(ol, str):
+        result.rows.append(ZooRec(model=name, torch_npu="", verdict=ERROR, error=ol))
+        return
+    say(f"checking {name} against {len(releases)} releases")
+    for rel in releases:
+        rep = check(cat, ol, rel)
+        problems = [f for f in rep.ops if f.status.is_problem]
+        # one count column per status (ZooRec and the zoo_result table name them alike)
+        counts: dict[str, Any] = {s.value: rep.counts[s.value] for s in Status}
+        result.rows.append(ZooRec(
+            model=name, torch_npu=rel.torch_npu, verdict=rep.verdict.value, **counts,
+            fallback_calls=rep.fallback_calls,
+            problem_ops=",".join(f"{f.op}={f.status}" for f in problems),
+            traced_with=ol.torch_version,
+        ))
+        if rel is releases[-1]:
+            result.newest[name] = problems
 
 
 def catalog_from_snapshot(

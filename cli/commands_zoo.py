@@ -44,11 +44,15 @@ def zoo(
         if jobs < 1:
             raise UsageError("--jobs must be at least 1")
         zoo_mod.specs(models)  # a bad name is a usage error before anything is traced
-        with tempfile.TemporaryDirectory(prefix="opcheck-zoo-") as tmp:
+        if snapshot is not None and catalog is not None:
+            raise UsageError("--snapshot DIR checks against the catalog built from DIR's "
+                             "snapshot: drop --catalog")
+        from opcheck.tracers.sandbox import shared_imports
+
+        # the tracer template imports torch while the catalog loads
+        with tempfile.TemporaryDirectory(prefix="opcheck-zoo-") as tmp, \
+                shared_imports(zoo_mod.preload(models)):
             if snapshot is not None:
-                if catalog is not None:
-                    raise UsageError("--snapshot DIR checks against the catalog built from DIR's "
-                                     "snapshot: drop --catalog")
                 path = zoo_mod.catalog_from_snapshot(
                     snapshot, Path(tmp) / "catalog.sqlite",
                     attach=workaround_contributions().attach)

@@ -60,3 +60,23 @@ class OpName:
 def canonical(text: str, *, default_namespace: str | None = "aten") -> str:
     """Normalise any accepted spelling to the canonical string."""
     return str(OpName.parse(text, default_namespace=default_namespace))
+
+
+def split_top_level(text: str) -> list[str]:
+    """The comma-separated items of an argument list (a schema's, a C++ signature's) outside
+    any brackets (``<>``, ``()``, ``[]``, ``{}``), stripped; empty items dropped."""
+    out: list[str] = []
+    depth = 0
+    buf: list[str] = []
+    for ch in text:
+        if ch in "<([{":
+            depth += 1
+        elif ch in ">)]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(buf))
+            buf = []
+        else:
+            buf.append(ch)
+    out.append("".join(buf))
+    return [p.strip() for p in out if p.strip()]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection
 
@@ -15,6 +16,7 @@ def clean_release(text: str) -> str:
     return _BETA.sub("", text.strip())
 
 
+@functools.lru_cache(maxsize=4096)  # sorted() over releases calls it per item, per check
 def release_key(version: str) -> Version:
     """Sort key for torch_npu versions (``2.1.0.rc1`` < ``2.1.0`` < ``2.1.0.post17``)."""
     try:

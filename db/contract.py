@@ -117,11 +117,11 @@ def linked_releases(engine: Engine) -> set[str]:
     return out
 
 
-def op_links(engine: Engine, ops: Sequence[str], release: str) -> dict[str, list[OpLink]]:
-    """The aclnn functions each op's kernel calls in ``release`` (only ops with links)."""
+def op_link_rows(engine: Engine, ops: Sequence[str]) -> dict[str, list[tuple[OpLink, frozenset[str]]]]:
+    """Every aclnn link of each op with the releases it holds in (only ops with links)."""
     if not ops:
         return {}
-    out: dict[str, list[OpLink]] = defaultdict(list)
+    out: dict[str, list[tuple[OpLink, frozenset[str]]]] = defaultdict(list)
     q = text("SELECT o.op, o.aclnn, o.kind, o.fallback, o.via, o.releases, o.path, o.line, "
              "s.url FROM op_aclnn o LEFT JOIN source s ON s.id = o.source_id "
              "WHERE o.op IN :ops ORDER BY o.op, o.aclnn, o.kind").bindparams(
@@ -129,10 +129,22 @@ def op_links(engine: Engine, ops: Sequence[str], release: str) -> dict[str, list
     with engine.connect() as conn:
         for op, aclnn, kind, fallback, via, rels, path, line, base in conn.execute(
                 q, {"ops": list(ops)}):
-            if release in _split(rels):
-                url = f"{base}/{path}#L{line}" if base else ""
-                out[op].append(OpLink(op, aclnn, kind, fallback, via, url))
+            url = f"{base}/{path}#L{line}" if base else ""
+            out[op].append((OpLink(op, aclnn, kind, fallback, via, url),
+                            frozenset(_split(rels))))
     return dict(out)
+
+
+def op_links(engine: Engine, ops: Sequence[str], release: str) -> dict[str, list[OpLink]]:
+    """The aclnn functions each op's kernel calls in ``release`` (only ops with links)."""
+    return links_in(op_link_rows(engine, ops), release)
+
+
+def links_in(rows: dict[str, list[tuple[OpLink, frozenset[str]]]],
+             release: str) -> dict[str, list[OpLink]]:
+    """:func:`op_link_rows` narrowed to one release."""
+    out = {op: [link for link, rels in found if release in rels] for op, found in rows.items()}
+    return {op: links for op, links in out.items() if links}
 
 
 def op_functions(engine: Engine, op: str) -> dict[str, list[str]]:

@@ -342,6 +342,7 @@ class GraphConverterRow:
     path: str = ""
     line: int = 0
     source_id: int | None = None  # the commit's ge_converter folder
+    rebound: str = ""  # arguments the condition reads that the converter reassigns first
 
 
 @dataclass
@@ -360,9 +361,11 @@ class GraphConverterRec:
     path: str = ""
     sources: str = ""
     lines: str = ""
+    rebound: str = ""  # conditional: arguments the condition reads that are reassigned first
 
     def rows(self) -> list[GraphConverterRow]:
         return [GraphConverterRow(self.op, self.status, self.message, self.condition,
-                                  self.dtypes, self.min_torch, self.path, int(line), int(sid))
+                                  self.dtypes, self.min_torch, self.path, int(line), int(sid),
+                                  self.rebound)
                 for sid, line in zip(self.sources.split(","), self.lines.split(","),
                                      strict=True) if sid]

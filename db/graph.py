@@ -38,6 +38,7 @@ class ConverterInfo:
     path: str
     line: int
     url: str  # the line in the published file
+    rebound: tuple[str, ...] = ()  # arguments reassigned before the raise: not the call's
 
 
 def has_graph_tables(engine: Engine) -> bool:
@@ -61,8 +62,9 @@ def graph_pins(engine: Engine) -> dict[str, GraphPin]:
 
 
 def _info(row: tuple[Any, ...], url: str) -> ConverterInfo:
-    op, status, message, condition, dtypes, min_torch, path, line = row
-    return ConverterInfo(op, status, message, condition, dtypes, min_torch, path, int(line), url)
+    op, status, message, condition, dtypes, min_torch, path, line, rebound = row
+    return ConverterInfo(op, status, message, condition, dtypes, min_torch, path, int(line), url,
+                         tuple(x for x in str(rebound or "").split(",") if x))
 
 
 def _blob(folder_url: str, path: str, line: int) -> str:
@@ -82,7 +84,7 @@ def converters(engine: Engine, pin: GraphPin, ops: Iterable[str]) -> dict[str, C
             chunk = wanted[start:start + _CHUNK]
             marks = ",".join(f":o{i}" for i in range(len(chunk)))
             rows = conn.execute(text(
-                "SELECT op, status, message, condition, dtypes, min_torch, path, line "
+                "SELECT op, status, message, condition, dtypes, min_torch, path, line, rebound "
                 f"FROM graph_converter WHERE source_id = :sid AND op IN ({marks})"),
                 {"sid": pin.source_id, **{f"o{i}": op for i, op in enumerate(chunk)}})
             for r in rows:
@@ -97,6 +99,6 @@ def op_converters(engine: Engine, op: str) -> dict[int, ConverterInfo]:
     with engine.connect() as conn:
         rows = conn.execute(text(
             "SELECT c.source_id, c.op, c.status, c.message, c.condition, c.dtypes, "
-            "c.min_torch, c.path, c.line, coalesce(s.url, '') FROM graph_converter c "
+            "c.min_torch, c.path, c.line, c.rebound, coalesce(s.url, '') FROM graph_converter c "
             "LEFT JOIN source s ON s.id = c.source_id WHERE c.op = :op"), {"op": op})
-        return {r[0]: _info(tuple(r[1:9]), _blob(r[9], r[7], r[8])) for r in rows}
+        return {r[0]: _info(tuple(r[1:10]), _blob(r[10], r[7], r[8])) for r in rows}

@@ -22,6 +22,7 @@ from html.parser import HTMLParser
 from pathlib import PurePosixPath
 
 from opcheck.core.errors import ScrapeError
+from opcheck.scrapers import htmlfast
 from opcheck.scrapers.rows import Origin
 from opcheck.scrapers.tables import pipe_tables
 
@@ -265,8 +266,8 @@ def parse_return_codes(text: str, *, origin: Origin) -> list[ReturnCodeRow]:
     """Every return-code row of one page (the shared code page or one aclnn function's page)."""
     function = "" if is_code_page(origin.path) else page_function(origin.path, text)
     parser = _Tables()
-    parser.feed(text)
-    parser.close()
+    if "<table" in text.lower():  # without one, no table is ever opened
+        htmlfast.feed(parser, text)
     out: list[ReturnCodeRow] = []
     for table in parser.tables:
         heads = [cells for is_head, cells in table if is_head]

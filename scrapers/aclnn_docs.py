@@ -35,6 +35,7 @@ from html.parser import HTMLParser
 
 from opcheck.core.errors import ScrapeError
 from opcheck.core.products import product_aliases
+from opcheck.scrapers import htmlfast
 from opcheck.scrapers.rows import Origin
 from opcheck.scrapers.tables import table_at
 
@@ -49,6 +50,7 @@ __all__ = [
     "ReturnCodeRow",
     "dtype_tokens",
     "html_tables",
+    "page_or_skip",
     "parse_page",
     "scan_pages",
     "skip_reason",
@@ -241,8 +243,7 @@ def html_tables(text: str) -> list[HtmlTable]:
     for m in _TABLE_SPAN.finditer(text):
         first = text.count("\n", 0, m.start()) + 1
         p = _TableParser()
-        p.feed(m.group(0))
-        p.close()
+        htmlfast.feed(p, m.group(0))
         grid: list[tuple[int, tuple[str, ...]]] = []
         header: tuple[str, ...] = ()
         pending: dict[int, tuple[int, str]] = {}  # column → (rows left, text)
@@ -687,6 +688,14 @@ _PLACEHOLDER = "本文档内容正按全新接口模板整改中"
 
 def skip_reason(path: str, text: str) -> str | None:
     """Why a page is not one aclnn function's contract, or None when it is."""
+    reason = _text_skip_reason(path, text)
+    if reason is not None:
+        return reason
+    return _page_skip_reason(_Page(text, Origin(path)), text)
+
+
+def _text_skip_reason(path: str, text: str) -> str | None:
+    """The reasons of :func:`skip_reason` read off the name and text alone."""
     name = path.rsplit("/", 1)[-1]
     if name.endswith("_en.md"):
         return "English copy (partial; the Chinese page is the contract)"
@@ -696,7 +705,11 @@ def skip_reason(path: str, text: str) -> str | None:
         return "placeholder: upstream is rewriting the page (it points to the hiascend.com docs)"
     if not _DECLARED.search(text):
         return "no aclnnXxxGetWorkspaceSize function (a single-phase helper, not a kernel)"
-    page = _Page(text, Origin(path))
+    return None
+
+
+def _page_skip_reason(page: _Page, text: str) -> str | None:
+    """The reasons of :func:`skip_reason` that need the page's structure."""
     if not _function_headings(page, text):
         if re.search(r"^#{1,6}\s+`?aclnn\w+GetWorkspaceSize", text, re.M | re.I):
             return "the GetWorkspaceSize heading is inside an unclosed code fence (broken Markdown)"
@@ -707,6 +720,19 @@ def skip_reason(path: str, text: str) -> str | None:
     if found is None or not _is_support_table(found[0]):
         return "product section is not a 产品 | 是否支持 table (free-form community page)"
     return None
+
+
+def page_or_skip(text: str, *, origin: Origin) -> tuple[str | None, AclnnPage | None]:
+    """(:func:`skip_reason`, None) for a page that is skipped, else (None, :func:`parse_page`);
+    the page's structure (headings, HTML tables: most of the work) is built once for both."""
+    reason = _text_skip_reason(origin.path, text)
+    if reason is not None:
+        return reason, None
+    page = _Page(text, origin)
+    reason = _page_skip_reason(page, text)
+    if reason is not None:
+        return reason, None
+    return None, _parse_page(page, text, origin)
 
 
 def _function_headings(page: _Page, text: str) -> list[tuple[_Heading, str]]:
@@ -727,7 +753,10 @@ def _function_headings(page: _Page, text: str) -> list[tuple[_Heading, str]]:
 
 def parse_page(text: str, *, origin: Origin) -> AclnnPage:
     """Rows of one aclnn page. Raises ScrapeError on a structure it does not know."""
-    page = _Page(text, origin)
+    return _parse_page(_Page(text, origin), text, origin)
+
+
+def _parse_page(page: _Page, text: str, origin: Origin) -> AclnnPage:
     title = page.headings[0].title if page.headings else ""
     products = _products(page)
     funcs = _function_headings(page, text)

@@ -38,8 +38,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cache
 
 from opcheck.core.errors import ScrapeError
+from opcheck.core.opname import split_top_level
 from opcheck.scrapers.rows import KernelRow, Origin
 
 __all__ = [
@@ -77,6 +79,7 @@ class VersionGuard:
         return inside != self.negated
 
 
+@cache  # pure, and called for the same few strings over and over
 def _minor_key(minor: str) -> tuple[int, ...]:
     return tuple(int(x) for x in minor.split("."))
 
@@ -135,6 +138,7 @@ _EXEC = re.compile(r"\b(EXEC_[A-Z_]*|[A-Z_]*_CMD[A-Z_]*)\s*\(\s*(aclnn\w+)")
 _COMPAT = re.compile(r"\b(DO_[A-Z_]*COMPATIBILITY)\s*\(\s*(aclnn\w+)\s*,\s*(acl_op::\w+)?")
 _CALL = re.compile(r"(?<![\w:.>])(op_api::)?([A-Za-z_]\w*)\s*\(")
 _HEAD = re.compile(r"([A-Za-z_][\w:]*)\s*\((.*)\)\s*(?:const\s*)?(?:noexcept\s*)?$", re.S)
+_BRACES = re.compile(r"[;{}]")
 _NOT_FUNCS = {"if", "for", "while", "switch", "return", "catch", "sizeof", "decltype",
               "TORCH_CHECK", "defined"}
 
@@ -144,25 +148,6 @@ def _blank(m: re.Match[str]) -> str:
     if text.startswith('"') and re.fullmatch(r'"aclnn\w+"', text):
         return text  # kept: check_aclnn_kernel_available("aclnnXxx") names a function
     return re.sub(r"[^\n]", " ", text)
-
-
-def _split_params(text: str) -> list[str]:
-    out: list[str] = []
-    depth = 0
-    buf: list[str] = []
-    for ch in text:
-        if ch in "<([{":
-            depth += 1
-        elif ch in ">)]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(buf))
-            buf = []
-        else:
-            buf.append(ch)
-    if "".join(buf).strip():
-        out.append("".join(buf))
-    return [p.strip() for p in out if p.strip()]
 
 
 def _param(text: str) -> tuple[str, str]:
@@ -219,11 +204,10 @@ def parse_kernel_source(text: str, *, origin: Origin) -> tuple[CppFunction, ...]
     head_start = 0
     fn_start: tuple[int, str, str, bool] | None = None  # (name pos, name, params, static)
     body_open = 0
-    i = 0
-    n = len(code)
-    while i < n:
-        ch = code[i]
-        if ch in ";":
+    # only ; { } change the state: jump from one to the next
+    for mark in _BRACES.finditer(code):
+        i, ch = mark.start(), mark.group()
+        if ch == ";":
             if all(k == "ns" for k in stack):
                 head_start = i + 1
         elif ch == "{":
@@ -263,7 +247,6 @@ def parse_kernel_source(text: str, *, origin: Origin) -> tuple[CppFunction, ...]
                 fn_start = None
             if all(k == "ns" for k in stack):
                 head_start = i + 1
-        i += 1
     return tuple(out)
 
 
@@ -297,7 +280,7 @@ def _function(code: str, name_pos: int, body_open: int, end: int, name: str, par
         elif callee not in callees:
             callees.append(callee)
     calls.sort(key=lambda c: (c.line, c.kind))
-    return CppFunction(name, tuple(_param(p) for p in _split_params(params)), static,
+    return CppFunction(name, tuple(_param(p) for p in split_top_level(params)), static,
                        code.count("\n", 0, name_pos) + 1 + _leading_newlines(code, name_pos),
                        code.count("\n", 0, end) + 1, tuple(calls), tuple(callees),
                        tuple(op_api))
@@ -325,6 +308,7 @@ _CPP_CLASSES = {
 }
 
 
+@cache  # pure, and called for the same few strings over and over
 def _cpp_class(cpp_type: str) -> str:
     t = re.sub(r"\b(?:const|volatile|struct)\b|[&*]", " ", cpp_type)
     t = re.sub(r"\b(?:at|c10|std|torch)::", "", t)
@@ -362,13 +346,14 @@ def _schema_class(arg_type: str) -> str:
     return _SCHEMA_CLASSES.get(t, "?" + t) + ("?" if optional else "")
 
 
+@cache  # pure, and called for the same few strings over and over
 def schema_arg_classes(schema: str) -> tuple[str, ...]:
     """Type class of each argument of an ATen schema, in order (``*`` dropped)."""
     m = re.match(r"\s*[\w.]+\((.*)\)\s*->", schema, re.S)
     if not m:
         raise ValueError(f"not a schema: {schema!r}")
     out: list[str] = []
-    for arg in _split_params(m.group(1)):
+    for arg in split_top_level(m.group(1)):
         if arg == "*":
             continue
         arg = arg.split("=", 1)[0].strip()
@@ -378,13 +363,14 @@ def schema_arg_classes(schema: str) -> tuple[str, ...]:
 
 def _is_out(schema: str) -> bool:
     m = re.match(r"\s*[\w.]+\((.*)\)\s*->", schema, re.S)
-    if not m or "*" not in _split_params(m.group(1)):
+    if not m or "*" not in split_top_level(m.group(1)):
         return False
-    kw = _split_params(m.group(1))
+    kw = split_top_level(m.group(1))
     star = kw.index("*")
     return any(re.search(r"\([a-z]!\)", a) for a in kw[star + 1:])
 
 
+@cache  # pure, and called for the same few strings over and over
 def cpp_kernel_name(schema: str, section: str) -> str:
     """The C++ function name op-plugin gives the kernel of a YAML entry (torchgen's rule)."""
     base = re.match(r"\s*([\w]+)", schema)

@@ -69,6 +69,9 @@ class ConverterRow:
     dtypes: tuple[str, ...] = ()  # dtypes named by @declare_supported samples, sorted
     min_torch: str = ""  # registered only on torch >= this version ("" = always)
     line: int = 0  # the raise (raises / conditional), else the def
+    # conditional: arguments the condition reads that the converter assigns before raising
+    # (``end = 2147483647``): the condition then tests the new value, not the argument
+    rebound: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -186,21 +189,48 @@ def _raises(stmts: Sequence[ast.stmt], conds: tuple[str, ...]) -> Iterator[_Rais
                 yield from _raises(case.body, (*conds, f"case {ast.unparse(case.pattern)}"))
 
 
-def _classify(fn: ast.FunctionDef) -> tuple[str, str, str, int]:
-    """(status, message, condition, line) of one converter function."""
+def _rebound(fn: ast.FunctionDef, condition: str, before: int) -> tuple[str, ...]:
+    """The converter's arguments that ``condition`` reads and the body assigns (or loops
+    over) before line ``before``, sorted."""
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    try:
+        read = {n.id for n in ast.walk(ast.parse(condition, mode="eval"))
+                if isinstance(n, ast.Name)}
+    except SyntaxError:
+        read = set(params)
+    out: set[str] = set()
+    for node in ast.walk(fn):
+        if getattr(node, "lineno", before) >= before:
+            continue
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.NamedExpr)):
+            targets = [node.target]
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
+        for t in targets:
+            out.update(n.id for n in ast.walk(t)
+                       if isinstance(n, ast.Name) and n.id in params and n.id in read)
+    return tuple(sorted(out))
+
+
+def _classify(fn: ast.FunctionDef) -> tuple[str, str, str, int, tuple[str, ...]]:
+    """(status, message, condition, line, rebound arguments) of one converter function."""
     body = fn.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # the docstring (its schema line)
     found = list(_raises(body, ()))
     if not found:
-        return CONVERTED, "", "", fn.lineno
+        return CONVERTED, "", "", fn.lineno, ()
     always = next((r for r in found if not r.conds), None)
     if always is not None:
-        return RAISES, always.message, "", always.line
+        return RAISES, always.message, "", always.line, ()
     condition = " or ".join(" and ".join(r.conds) if len(r.conds) == 1
                             else " and ".join(f"({c})" if " or " in c else c for c in r.conds)
                             for r in found)
-    return CONDITIONAL, found[0].message, _clip(condition), found[0].line
+    rebound = _rebound(fn, condition, max(r.line for r in found))
+    return CONDITIONAL, found[0].message, _clip(condition), found[0].line, rebound
 
 
 def _dtypes(decorator: ast.Call) -> tuple[str, ...]:
@@ -225,6 +255,22 @@ def _call_name(node: ast.expr) -> str:
     return ""
 
 
+def _walk(tree: ast.AST) -> list[ast.AST]:
+    """``list(ast.walk(tree))``, same order (breadth first), without a generator per node."""
+    out = [tree]
+    i = 0
+    while i < len(out):
+        node = out[i]
+        i += 1
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, ast.AST):
+                out.append(value)
+            elif isinstance(value, list):
+                out.extend(v for v in value if isinstance(v, ast.AST))
+    return out
+
+
 class _Module:
     """One converter file: its module-level op aliases and python-callable imports."""
 
@@ -232,8 +278,13 @@ class _Module:
         self.origin = origin
         self.aliases: dict[str, ast.expr] = {}  # NAME = torch.ops.x.y.z (in try / if too)
         self.imported: set[str] = set()  # names imported from modules
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+        # every register(...) call, in ast.walk order (one walk of the tree serves both)
+        self.register_calls: list[ast.Call] = []
+        for node in _walk(tree):
+            if isinstance(node, ast.Call):
+                if _call_name(node) == REGISTER:
+                    self.register_calls.append(node)
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
                     node.targets[0], ast.Name):
                 path = _dotted(node.value)
                 if path and path[:2] == ["torch", "ops"]:
@@ -368,12 +419,13 @@ def parse_converters(text: str, *, origin: Origin) -> list[ConverterRow]:
                 dtypes = _dtypes(d)
         if not targets:
             continue
-        status, message, condition, line = _classify(fn)
+        status, message, condition, line, rebound = _classify(fn)
         for arg, at in targets:
             op = module.op(arg, at)
             if op is not None:
-                rows.append(ConverterRow(op, status, message, condition, dtypes, min_torch, line))
-    return _unique(rows, tree, origin, seen)
+                rows.append(ConverterRow(op, status, message, condition, dtypes, min_torch, line,
+                                         rebound))
+    return _unique(rows, module, origin, seen)
 
 
 def best_of(rows: Iterable[ConverterRow]) -> list[ConverterRow]:
@@ -388,10 +440,10 @@ def best_of(rows: Iterable[ConverterRow]) -> list[ConverterRow]:
     return list(out.values())
 
 
-def _unique(rows: list[ConverterRow], tree: ast.Module, origin: Origin, seen: set[int]
+def _unique(rows: list[ConverterRow], module: _Module, origin: Origin, seen: set[int]
             ) -> list[ConverterRow]:
-    for node in ast.walk(tree):  # a registration that is no module-level decorator
-        if isinstance(node, ast.Call) and _call_name(node) == REGISTER and id(node) not in seen:
+    for node in module.register_calls:  # a registration that is no module-level decorator
+        if id(node) not in seen:
             raise ScrapeError(f"{REGISTER} outside a module-level function decorator",
                               source=origin.path, line=node.lineno)
     return best_of(rows)

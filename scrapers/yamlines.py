@@ -85,7 +85,12 @@ _LineLoader.add_constructor("tag:yaml.org,2002:seq", _LineLoader.construct_yaml_
 def load(text: str, origin: Origin) -> Any:
     """Load YAML keeping line numbers (``LineDict``/``LineList``); errors → ScrapeError."""
     try:
-        return yaml.load(text, Loader=_LineLoader)
+        loader = _LineLoader(text)
+        try:
+            node = loader.get_single_node()
+            return None if node is None else _build(loader, node, {})
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -96,6 +101,47 @@ def load(text: str, origin: Origin) -> Any:
         # e.g. ReaderError (a control character): its text spans two lines
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ScrapeError(f"malformed YAML: {first}", source=origin.path) from e
+
+
+_STR, _MAP, _SEQ = ("tag:yaml.org,2002:str", "tag:yaml.org,2002:map",
+                    "tag:yaml.org,2002:seq")
+
+
+def _build(loader: _LineLoader, node: yaml.Node, built: dict[int, Any]) -> Any:
+    """What ``yaml.load(text, Loader=_LineLoader)`` makes of ``node``, without PyYAML's
+    generic constructor machinery for the three kinds a registry is made of (mappings,
+    sequences, strings: almost every node; PyYAML's per-node bookkeeping was most of the
+    time of loading op-plugin's registries).  Other scalars go through the loader."""
+    if node.tag == _STR and isinstance(node, yaml.ScalarNode):
+        return node.value
+    done = built.get(id(node))
+    if done is not None:  # an alias: the anchored object itself, as PyYAML gives it
+        return done
+    if node.tag == _MAP and isinstance(node, yaml.MappingNode):
+        data = LineDict()
+        data.line = node.start_mark.line + 1
+        data.key_lines = {}
+        built[id(node)] = data
+        loader.flatten_mapping(node)
+        for key_node, value_node in node.value:
+            key = _build(loader, key_node, built)
+            if not isinstance(key, str | int | float | bool) and key is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, "unhashable key", key_node.start_mark
+                )
+            data[key] = _build(loader, value_node, built)
+            data.key_lines[key] = key_node.start_mark.line + 1
+        return data
+    if node.tag == _SEQ and isinstance(node, yaml.SequenceNode):
+        seq = LineList()
+        seq.line = node.start_mark.line + 1
+        seq.item_lines = [n.start_mark.line + 1 for n in node.value]
+        built[id(node)] = seq
+        seq.extend(_build(loader, n, built) for n in node.value)
+        return seq
+    value = loader.construct_object(node, deep=True)
+    built[id(node)] = value
+    return value
 
 
 def line_of(obj: Any, key: Any = None, default: int = 0) -> int:

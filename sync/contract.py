@@ -18,6 +18,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Generic, TypeVar
 
+from packaging.version import Version
+
 from opcheck.core.errors import OpcheckError
 from opcheck.core.versions import release_key, torch_minor
 from opcheck.db.contract import HEAD
@@ -32,9 +34,8 @@ from opcheck.db.data import (
 from opcheck.scrapers import aclnn_docs, opapi_sources, opplugin
 from opcheck.scrapers.aclnn_docs import AclnnPage
 from opcheck.scrapers.opapi_sources import CppFunction
-from opcheck.scrapers.rows import Origin
 from opcheck.sync.context import SyncContext
-from opcheck.sync.sources import walk_files
+from opcheck.sync.sources import Fetched, walk_files
 
 HICANN = "github/hicann"
 OP_PLUGIN = "github/Ascend/op-plugin"
@@ -98,53 +99,58 @@ class AclnnDocs:
         parsed = 0
         skipped: Counter[str] = Counter()  # why pages are not one function's contract
         seen: set[tuple[str, str]] = set()  # (function, version) already documented
+        tree: list[tuple[str, str, str, list[str]]] = []  # repo, ref, root, pages
         for repo in ctx.ls(HICANN):
             for ref in ctx.ls(f"{HICANN}/{repo}"):
                 root = f"{HICANN}/{repo}/{ref}"
-                version = cann_of_ref(ref)
-                paths = [p for p in walk_files(ctx.source, root)
-                         if p.rsplit("/", 1)[-1].startswith("aclnn") and p.endswith(".md")
-                         and "docs" in p[len(root) + 1:].split("/")]
-                if not paths:
+                tree.append((repo, ref, root, [
+                    p for p in walk_files(ctx.source, root)
+                    if p.rsplit("/", 1)[-1].startswith("aclnn") and p.endswith(".md")
+                    and "docs" in p[len(root) + 1:].split("/")]))
+        fetched = ctx.prefetch_paths((p for *_, paths in tree for p in paths),
+                                     aclnn_docs.page_or_skip, by_origin=True)
+        for repo, ref, root, paths in tree:
+            version = cann_of_ref(ref)
+            if not paths:
+                continue
+            pages: list[tuple[str, AclnnPage]] = []
+            # A function documented twice at one version (an experimental copy, another
+            # library) keeps its first page: the main page before experimental/ ones.
+            for path in sorted(paths, key=lambda p: ("/experimental/" in p, p)):
+                try:
+                    got = fetched.get(path) or ctx.source.fetch(path)
+                    reason, maybe = ctx.parsed(got, aclnn_docs.page_or_skip, by_origin=True)
+                    if maybe is None:
+                        skipped[(reason or "").split(" (")[0].split(":")[0]] += 1
+                        continue
+                    page = maybe
+                except OpcheckError as exc:
+                    ctx.failures.append(str(exc))
                     continue
-                pages: list[tuple[str, AclnnPage]] = []
-                # A function documented twice at one version (an experimental copy, another
-                # library) keeps its first page: the main page before experimental/ ones.
-                for path in sorted(paths, key=lambda p: ("/experimental/" in p, p)):
-                    try:
-                        got = ctx.source.fetch(path)
-                        reason, maybe = ctx.parsed(got, _page_or_skip, by_origin=True)
-                        if maybe is None:
-                            skipped[(reason or "").split(" (")[0].split(":")[0]] += 1
-                            continue
-                        page = maybe
-                    except OpcheckError as exc:
-                        ctx.failures.append(str(exc))
+                pages.append((path[len(root) + 1:], page))
+            parsed += len(pages)
+            sid = ctx.data.add_source(self.name, root,
+                                      url=f"https://github.com/hicann/{repo}/blob/{ref}/",
+                                      ref=ref, commit="" if version != HEAD else ref,
+                                      rows=len(pages))
+            for rel, page in pages:
+                fresh = {f for f in page.functions if (f, version) not in seen}
+                if not fresh:
+                    continue
+                seen.update((f, version) for f in fresh)
+                functions += _functions(page, repo, version, rel, sid, fresh)
+                for p in page.params:
+                    if p.function not in fresh:
                         continue
-                    pages.append((path[len(root) + 1:], page))
-                parsed += len(pages)
-                sid = ctx.data.add_source(self.name, root,
-                                          url=f"https://github.com/hicann/{repo}/blob/{ref}/",
-                                          ref=ref, commit="" if version != HEAD else ref,
-                                          rows=len(pages))
-                for rel, page in pages:
-                    fresh = {f for f in page.functions if (f, version) not in seen}
-                    if not fresh:
-                        continue
-                    seen.update((f, version) for f in fresh)
-                    functions += _functions(page, repo, version, rel, sid, fresh)
-                    for p in page.params:
-                        if p.function not in fresh:
-                            continue
-                        params.add((p.function, p.param, _flat(p.direction), _csv(p.dtypes),
-                                    _csv(p.formats), _flat(p.ranks), p.non_contiguous),
-                                   version, p.line)
-                    for e in (e for e in page.exceptions if e.function in fresh):
-                        exceptions.add((e.function, _csv(e.products), e.kind, _csv(e.dtypes),
-                                        _csv(e.params), e.conditional, _flat(e.text)), version, e.line)
-                    for c in page.constraints:
-                        constraints.add((repo, rel, c.kind, _flat(c.subject), _flat(c.value),
-                                         _csv(c.products), _flat(c.text)), version, c.line)
+                    params.add((p.function, p.param, _flat(p.direction), _csv(p.dtypes),
+                                _csv(p.formats), _flat(p.ranks), p.non_contiguous),
+                               version, p.line)
+                for e in (e for e in page.exceptions if e.function in fresh):
+                    exceptions.add((e.function, _csv(e.products), e.kind, _csv(e.dtypes),
+                                    _csv(e.params), e.conditional, _flat(e.text)), version, e.line)
+                for c in page.constraints:
+                    constraints.add((repo, rel, c.kind, _flat(c.subject), _flat(c.value),
+                                     _csv(c.products), _flat(c.text)), version, c.line)
         data = ctx.data
         data.aclnn_functions = sorted(functions, key=lambda f: (f.function, cann_order(f.cann)))
         data.aclnn_params = [
@@ -159,11 +165,6 @@ class AclnnDocs:
         why = ", ".join(f"{n} {r}" for r, n in skipped.most_common())
         ctx.notes.append(f"aclnn docs: {parsed} pages parsed, {sum(skipped.values())} skipped "
                          f"({why})")
-
-
-def _page_or_skip(text: str, *, origin: Origin) -> tuple[str | None, AclnnPage | None]:
-    reason = aclnn_docs.skip_reason(origin.path, text)
-    return reason, None if reason is not None else aclnn_docs.parse_page(text, origin=origin)
 
 
 def _functions(page: AclnnPage, library: str, version: str, path: str, sid: int,
@@ -197,16 +198,27 @@ class OpApiSources:
             if full is not None:
                 by_pin[full].append(rel)
         grouped: dict[tuple[str, str, str, str, str, str], list[str]] = defaultdict(list)
-        at: dict[tuple[str, str, str, str, str, str], tuple[str, int, int, str]] = {}
+        # (file, line, source id, release key of the release cited)
+        at: dict[tuple[str, str, str, str, str, str], tuple[str, int, int, Version]] = {}
         memo: dict[str, tuple[CppFunction, ...]] = {}  # file text → functions, across pins
+        order = {r.torch_npu: release_key(r.torch_npu) for r in ctx.data.releases}
+        # every pin's kernel sources parse in parallel up front; _link reads them back
+        fetched = ctx.prefetch_paths(
+            (f"{OP_PLUGIN}/{pin}/op_plugin/ops/opapi/{name}" for pin in sorted(by_pin)
+             for name in sorted(ctx.ls(f"{OP_PLUGIN}/{pin}/op_plugin/ops/opapi"))
+             if name.endswith(".cpp")), opapi_sources.parse_kernel_source)
+        fetched.update(ctx.prefetch_paths(
+            (f"{OP_PLUGIN}/{pin}/op_plugin/config/op_plugin_functions.yaml"
+             for pin in sorted(by_pin)), opplugin.parse_functions))
         for pin in sorted(by_pin):
             try:
-                link, sid = self._link(ctx, pin, memo)
+                link, sid = self._link(ctx, pin, memo, fetched)
             except OpcheckError as exc:
                 ctx.failures.append(str(exc))
                 continue
             for rel in by_pin[pin]:
                 minor = torch_minor(rel.torch)
+                rkey = order[rel.torch_npu]
                 for r in link.rows:
                     if minor not in r.torch:
                         continue
@@ -214,30 +226,36 @@ class OpApiSources:
                     if rel.torch_npu in grouped[key]:
                         continue
                     grouped[key].append(rel.torch_npu)
-                    if key not in at or release_key(rel.torch_npu) > release_key(at[key][3]):
+                    if key not in at or rkey > at[key][3]:
                         # cite the newest release's pin; the row keeps the file name (the
                         # folder at that pin is its source row's path)
-                        at[key] = (r.path.rsplit("/", 1)[-1], r.line, sid, rel.torch_npu)
+                        at[key] = (r.path.rsplit("/", 1)[-1], r.line, sid, rkey)
         ctx.data.op_aclnn = sorted(
-            (OpAclnnRec(*key, releases=_csv(sorted(rels, key=release_key)), path=at[key][0],
+            (OpAclnnRec(*key, releases=_csv(sorted(rels, key=order.__getitem__)), path=at[key][0],
                         line=at[key][1], source_id=at[key][2])
              for key, rels in grouped.items()),
             key=lambda r: (r.op, r.aclnn, r.kind, r.via, r.fallback),
         )
 
-    def _link(self, ctx: SyncContext, pin: str, memo: dict[str, tuple[CppFunction, ...]]
-              ) -> tuple[opapi_sources.PinLink, int]:
+    def _link(self, ctx: SyncContext, pin: str, memo: dict[str, tuple[CppFunction, ...]],
+              fetched: dict[str, Fetched]) -> tuple[opapi_sources.PinLink, int]:
         base = f"{OP_PLUGIN}/{pin}/op_plugin"
-        yaml = ctx.source.fetch(f"{base}/config/op_plugin_functions.yaml")
-        kernels = ctx.parsed(yaml, opplugin.parse_functions)
-        sources: list[tuple[Origin, str]] = []
-        for name in sorted(ctx.ls(f"{base}/ops/opapi")):
-            if name.endswith(".cpp"):
-                got = ctx.source.fetch(f"{base}/ops/opapi/{name}")
-                sources.append((got.origin, got.text))
+        path = f"{base}/config/op_plugin_functions.yaml"
+        yaml = fetched.get(path) or ctx.source.fetch(path)
+        cpps = [fetched.get(path) or ctx.source.fetch(path)
+                for name in sorted(ctx.ls(f"{base}/ops/opapi")) if name.endswith(".cpp")
+                for path in (f"{base}/ops/opapi/{name}",)]
+
+        def link_files() -> opapi_sources.PinLink:
+            kernels = ctx.parsed(yaml, opplugin.parse_functions)
+            for got in cpps:
                 if got.text not in memo:
                     memo[got.text] = ctx.parsed(got, opapi_sources.parse_kernel_source)
-        link = opapi_sources.link_pin(sources, kernels, parsed=memo)
+            return opapi_sources.link_pin([(g.origin, g.text) for g in cpps], kernels,
+                                          parsed=memo)
+
+        # a pin's link depends on its files only: a later sync reads it back whole
+        link = ctx.combined([yaml, *cpps], opapi_sources.link_pin, link_files)
         sid = ctx.data.add_source(self.name, f"{base}/ops/opapi",
                                   url=f"https://github.com/Ascend/op-plugin/blob/{pin}/op_plugin/ops/opapi",
                                   ref=pin, commit=pin, rows=len(link.rows))

@@ -17,7 +17,7 @@ from typing import Any
 from opcheck.core.errors import UsageError
 from opcheck.core.versions import release_key
 from opcheck.db.data import CatalogData
-from opcheck.sync.context import Progress, SyncContext
+from opcheck.sync.context import Progress, SyncContext, default_workers
 from opcheck.sync.sources import HttpSource, MirrorSource, PipWheelSource, SavingSource, Source
 from opcheck.sync.universe import Universe, installed_universe
 from opcheck.sync.upstreams import UPSTREAMS, Upstream, load_matrix
@@ -49,6 +49,7 @@ def collect(
     wheels: Iterable[str] | None = None,
     upstreams: Iterable[Upstream] = UPSTREAMS,
     parse_cache: Path | None = None,
+    workers: int | None = None,
 ) -> SyncResult:
     """Everything the catalog needs from ``source``; failures are collected, not raised,
     except when the release list itself cannot be read.
@@ -58,12 +59,18 @@ def collect(
     user's index) is noted and the release falls back to op-plugin at its pinned commit.
     ``parse_cache``: a directory where parsed files persist across syncs, keyed on their
     content and the parser's code (:meth:`SyncContext.parsed`); None: this sync only.
+    ``workers``: processes that parse distinct files in parallel (:meth:`SyncContext.prefetch`);
+    None: one per core when the machine is idle (``default_workers``), 0: none.
     """
-    ctx = SyncContext(source, universe=universe, wanted_wheels=wheels, parse_cache=parse_cache)
+    ctx = SyncContext(source, universe=universe, wanted_wheels=wheels, parse_cache=parse_cache,
+                      workers=default_workers() if workers is None else workers)
     if progress is not None:
         ctx.progress = progress
-    for upstream in upstreams:
-        upstream.collect(ctx)
+    try:
+        for upstream in upstreams:
+            upstream.collect(ctx)
+    finally:
+        ctx.close()
     data = ctx.data
     stamp = now()  # catalogs record when; the snapshot leaves it out to stay reproducible
     for s in data.sources:

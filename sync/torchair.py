@@ -23,6 +23,7 @@ from opcheck.core.errors import OpcheckError
 from opcheck.db.data import GraphConverterRec, GraphPinRec
 from opcheck.scrapers import torchair
 from opcheck.sync.context import SyncContext
+from opcheck.sync.sources import Fetched
 
 TORCHAIR = "github/Ascend/torchair"
 PINS_TSV = "torchair_pins.tsv"
@@ -47,13 +48,15 @@ def _py_files(ctx: SyncContext, path: str, depth: int = 0) -> list[str]:
     return out
 
 
-def read_commit(ctx: SyncContext, commit: str) -> tuple[list[tuple[str, torchair.ConverterRow]], int]:
+def read_commit(ctx: SyncContext, commit: str, fetched: dict[str, Fetched] | None = None
+                ) -> tuple[list[tuple[str, torchair.ConverterRow]], int]:
     """Every converter of one torchair commit as (path in ge_converter/, row), and the id of
-    the source registered for the commit's converter folder."""
+    the source registered for the commit's converter folder.  ``fetched``: files already
+    fetched (and prefetched for parsing), by path."""
     base = converter_dir(commit)
     rows: list[tuple[str, torchair.ConverterRow]] = []
     for path in _py_files(ctx, base):
-        got = ctx.source.fetch(path)
+        got = (fetched or {}).get(path) or ctx.source.fetch(path)
         rel = path[len(base) + 1:]
         rows += [(rel, r) for r in ctx.parsed(got, torchair.parse_converters)]
     best: dict[str, tuple[str, torchair.ConverterRow]] = {}
@@ -73,13 +76,14 @@ def group_converters(by_commit: dict[int, list[tuple[str, torchair.ConverterRow]
     groups: dict[tuple[str, ...], list[tuple[int, int]]] = defaultdict(list)
     for sid in sorted(by_commit):
         for rel, r in by_commit[sid]:
-            key = (r.op, r.status, r.message, r.condition, ",".join(r.dtypes), r.min_torch, rel)
+            key = (r.op, r.status, r.message, r.condition, ",".join(r.dtypes), r.min_torch, rel,
+                   ",".join(r.rebound))
             groups[key].append((sid, r.line))
     return [
         GraphConverterRec(op, status, message, condition, dtypes, min_torch, path,
                           sources=",".join(str(s) for s, _ in at),
-                          lines=",".join(str(n) for _, n in at))
-        for (op, status, message, condition, dtypes, min_torch, path), at
+                          lines=",".join(str(n) for _, n in at), rebound=rebound)
+        for (op, status, message, condition, dtypes, min_torch, path, rebound), at
         in sorted(groups.items())
     ]
 
@@ -111,6 +115,11 @@ class TorchairConverters:
         by_tag = {p.tag: p.commit for p in pins}
         mirrored = set(ctx.ls(TORCHAIR))
         ctx.progress("torchair converters")
+        # the converters of every pinned commit parse in parallel up front
+        wanted = sorted({c for r in ctx.data.releases if r.tag and (c := by_tag.get(r.tag, ""))
+                         and c in mirrored})
+        fetched = ctx.prefetch_paths((p for c in wanted for p in _py_files(ctx, converter_dir(c))),
+                                     torchair.parse_converters)
         read: dict[str, int | None] = {}  # commit → source id (None: failed to read)
         by_commit: dict[int, list[tuple[str, torchair.ConverterRow]]] = {}
         for rel in ctx.data.releases:
@@ -123,7 +132,7 @@ class TorchairConverters:
                 if commit not in read:
                     read[commit] = None
                     try:
-                        rows, folder_sid = read_commit(ctx, commit)
+                        rows, folder_sid = read_commit(ctx, commit, fetched)
                         by_commit[folder_sid], read[commit] = rows, folder_sid
                     except OpcheckError as exc:
                         ctx.failures.append(str(exc))

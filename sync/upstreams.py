@@ -47,7 +47,7 @@ from opcheck.scrapers.releases import CompatTable, MatrixResult, MatrixRow
 from opcheck.scrapers.rows import KernelRow, ReleaseTagRow
 from opcheck.sync.context import Kernels, SyncContext, canonical_url
 from opcheck.sync.contract import AclnnDocs, OpApiSources
-from opcheck.sync.sources import Source
+from opcheck.sync.sources import Fetched, Source
 from opcheck.sync.sources import walk_files as _walk
 from opcheck.sync.torchair import TorchairConverters
 
@@ -330,6 +330,7 @@ class ReleaseKernels:
                                          source_id=source_ids.get(f"{WHEELS}/{v}/WHEEL-FACTS.txt")))
         candidates.sort(key=lambda r: release_key(r.torch_npu))
         ctx.op_plugin_refs = set(ctx.ls(OP_PLUGIN))
+        _prefetch_kernels(ctx, candidates)
         for i, rel in enumerate(candidates):
             rel.sort_key = i
             minor = torch_minor(rel.torch)
@@ -344,6 +345,43 @@ class ReleaseKernels:
                 sid = nsid if (f.native and not (f.op_api or f.acl_op) and nsid) else ksid
                 ctx.data.kernels.append(KernelRec(op, rel.torch_npu, f, sid))
             ctx.data.releases.append(rel)
+
+
+def _prefetch_kernels(ctx: SyncContext, candidates: list[ReleaseRec]) -> None:
+    """Parse, in parallel up front (:meth:`SyncContext.prefetch`), the registry files
+    :func:`_release_kernels` is going to read for ``candidates``: the same choice of files,
+    made without parsing any."""
+    refs = ctx.op_plugin_refs
+    codegen: list[str] = []
+    wanted: dict[tuple[str, str], None] = {}  # (op-plugin ref, torch minor), in order
+    for rel in candidates:
+        minor = torch_minor(rel.torch)
+        pinned = bool(rel.op_plugin_commit) and (not refs or rel.op_plugin_commit in refs)
+        path = f"{WHEELS}/{rel.torch_npu}/{CODEGEN}"
+        if rel.torch_npu in ctx.wheel_versions and ctx.source.exists(path):
+            codegen.append(path)
+            if pinned:
+                wanted[(rel.op_plugin_commit, minor)] = None
+        elif pinned:
+            wanted[(rel.op_plugin_commit, minor)] = None
+        elif ref := _train_ref(rel, refs):
+            wanted[(ref, minor)] = None
+    combined: list[Fetched] = []
+    per_version: dict[str, list[Fetched]] = {}
+    for ref, minor in wanted:
+        for path in opplugin.functions_paths(_config_files(ctx, ref), torch=minor):
+            try:
+                got = ctx.text(path)
+            except OpcheckError:
+                continue  # op_plugin_kernels fails on it, in its place
+            if opplugin.detect_format(got.text) == "per_version":
+                per_version.setdefault(minor, []).append(got)
+            else:
+                combined.append(got)
+    ctx.prefetch_paths(codegen, wheel.parse_codegen, kept=True)
+    ctx.prefetch(combined, opplugin.parse_functions)
+    for minor, gots in per_version.items():
+        ctx.prefetch(gots, opplugin.parse_functions, torch=minor)
 
 
 def _release_from_matrix(m: MatrixRow, source_ids: dict[str, int], tsv_sid: int) -> ReleaseRec:
@@ -405,7 +443,9 @@ class ApiDocs:
         paths: list[str] = []
         for ref in ctx.ls(PYTORCH):
             paths += _walk(ctx.source, f"{PYTORCH}/{ref}/docs")
-        for path in apidocs.api_doc_paths(paths):
+        docs = apidocs.api_doc_paths(paths)
+        ctx.prefetch_paths(docs, apidocs.parse_markdown, by_origin=True, kept=True)
+        for path in docs:
             try:
                 got, sid = ctx.fetch(path, "apidocs")
                 # rows carry the doc version and ref read off the path
@@ -469,13 +509,14 @@ class AclnnCodes:
             ref = _newest_ref(ctx.ls(f"{HICANN}/{repo}"))
             if ref:
                 paths += _walk(ctx.source, f"{HICANN}/{repo}/{ref}")
-        for path in sorted(paths):
-            if not (aclnn_codes.is_code_page(path) or aclnn_codes.is_function_page(path)):
-                continue
+        pages = [p for p in sorted(paths)
+                 if aclnn_codes.is_code_page(p) or aclnn_codes.is_function_page(p)]
+        fetched = ctx.prefetch_paths(pages, aclnn_codes.parse_return_codes, by_origin=True)
+        for path in pages:
             try:
                 # Only pages with a return-code table become sources (most pages of a repo
                 # are not about codes), so they are fetched past ctx.fetch.
-                got = ctx.source.fetch(path)
+                got = fetched.get(path) or ctx.source.fetch(path)
                 # a function page's rows name the function its path says
                 rows = ctx.parsed(got, aclnn_codes.parse_return_codes, by_origin=True)
             except OpcheckError as exc:

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,6 +15,24 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 UPSTREAM = (ROOT.parent / "shared" / "upstream").resolve()
+
+
+_OWN_CACHE: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One cache directory for the whole run (the catalog built on first use, sync's parse
+    cache), shared with the subprocesses tests start: a run never reads or writes the user's
+    ~/.cache/opcheck, so a warm cache there cannot make a test pass that fails on CI."""
+    if "OPCHECK_CACHE_DIR" not in os.environ:
+        _OWN_CACHE.append(tempfile.mkdtemp(prefix="opcheck-test-cache-"))
+        os.environ["OPCHECK_CACHE_DIR"] = _OWN_CACHE[0]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for path in _OWN_CACHE:
+        os.environ.pop("OPCHECK_CACHE_DIR", None)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

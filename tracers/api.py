@@ -50,11 +50,14 @@ def trace(
     memory_mb: int = sandbox.DEFAULT_MEMORY_MB,
     static_only: bool = False,
     composites: Iterable[str] | None = None,
+    fast: bool = False,
 ) -> OpList:
     """The op list of a model file or a model given as code. Raises TraceError (one line).
 
     ``composites``: the CompositeImplicitAutograd ops a runtime trace records at both levels
-    (default: those with an NPU kernel in some release of the bundled catalog)."""
+    (default: those with an NPU kernel in some release of the bundled catalog). ``fast``: a
+    runtime trace traces repeated blocks a few times and extrapolates the counts
+    (:mod:`opcheck.tracers.repeat`); a static listing notes that it did not apply."""
     spec = inputs or InputSpec()
     watch = None if composites is None else list(composites)
     if model_spec:
@@ -63,6 +66,7 @@ def trace(
         return _runtime(
             {"model_spec": model_spec, "label": model_spec},
             spec, train=train, timeout=timeout, memory_mb=memory_mb, static=None, watch=watch,
+            fast=fast,
         )  # fmt: skip
     if target is None:
         raise TraceError("nothing to trace: give a model file or --model pkg.module:Class")
@@ -82,16 +86,17 @@ def trace(
                 "--train needs a runtime trace: the static listing is the exported graph only"
             )
         if static_only:
-            return listing
+            return _not_fast(listing, fast)
         if not trust:
             listing.notes.append(
                 "runtime trace skipped: loading a .pt2 can unpickle code (sample inputs); "
                 "pass --trust to run it in the sandbox"
             )
-            return listing
+            return _not_fast(listing, fast)
         return _runtime(
             {"target": str(path.resolve()), "kind": sn.kind, "trust": True, "label": label},
             spec, train=train, timeout=timeout, memory_mb=memory_mb, static=listing, watch=watch,
+            fast=fast,
         )  # fmt: skip
     if sn.kind == "torchscript":
         listing = static.list_torchscript(path, label=label)
@@ -99,7 +104,7 @@ def trace(
             listing.notes.append(
                 "runtime tracing of TorchScript is not supported yet: static listing"
             )
-        return listing
+        return _not_fast(listing, fast)
     content = sn.content or sn.kind
     if content == "pickled_module":
         if static_only:
@@ -109,8 +114,15 @@ def trace(
         return _runtime(
             {"target": str(path.resolve()), "kind": sn.kind, "trust": True, "label": label},
             spec, train=train, timeout=timeout, memory_mb=memory_mb, static=None, watch=watch,
+            fast=fast,
         )  # fmt: skip
     raise TraceError(sn.message())
+
+
+def _not_fast(listing: OpList, fast: bool) -> OpList:
+    if fast:
+        listing.notes.append("--fast applies to runtime traces only: this is a static listing")
+    return listing
 
 
 def _runtime(
@@ -122,11 +134,12 @@ def _runtime(
     memory_mb: int,
     static: OpList | None,
     watch: list[str] | None,
+    fast: bool = False,
 ) -> OpList:
     # only runtime traces need the catalog's CIA set (opening the catalog costs ~0.2 s)
     composites = list(watched_composites()) if watch is None else watch
     request = {**request, "inputs": inputs.to_json(), "train": train, "cwd": os.getcwd(),
-               "composites": composites}  # fmt: skip
+               "composites": composites, "fast": fast}  # fmt: skip
     result = sandbox.run_worker(request, timeout=timeout, memory_mb=memory_mb)
     if result.get("ok"):
         return OpList.from_json(result.get("oplist"), source="tracer worker")

@@ -3,11 +3,15 @@
 Model files are untrusted code; even with ``--trust`` they run only in this child. The parent
 exchanges JSON files with it and never unpickles anything.
 
-Several models in one invocation (``opcheck zoo``) share one import of torch: inside
-:func:`shared_imports`, :func:`run_worker` asks a :class:`ForkServer` (a template process that
-imported torch once, ``python -m opcheck.tracers.worker --template``) to fork one child per
-model. Each child still gets its own session, address-space limit, timeout and stderr, so a
-model that crashes or runs out of memory takes only its own child down.
+Several models in one invocation (``opcheck zoo``, ``opcheck a.pt2 b.pt2``, ``opcheck
+workaround verify``) share one import of torch: inside :func:`shared_imports`,
+:func:`run_worker` (and :func:`run_module`, ``python -m MODULE`` for other sandboxed children)
+asks a :class:`ForkServer` (a template process that imported torch once, ``python -m
+opcheck.tracers.worker --template``) to fork one child per model. Each child still gets its own
+session, address-space limit, timeout and stderr, so a model that crashes or runs out of memory
+takes only its own child down, with the reason a fresh process would give
+(tests/tracers/test_tracers_forkserver.py). The template ends when its parent does (end of
+input), killing its children; a child dies with a template killed outright (PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -202,12 +206,26 @@ class ForkServer:
             req = Path(tmp) / "request.json"
             out = Path(tmp) / "result.json"
             records = Path(tmp) / "records.jsonl"
-            err = Path(tmp) / "stderr.txt"
             req.write_text(json.dumps({**request, "stream": str(records)}), encoding="utf-8")
+            child = self._fork({"request": str(req), "result": str(out)}, cwd=tmp,
+                               timeout=timeout, memory_mb=memory_mb)
+            return _result(child, out, records, request, timeout=timeout, memory_mb=memory_mb)
+
+    def run_module(self, module: str, args: Sequence[str], *, cwd: str, timeout: float,
+                   memory_mb: int) -> ChildRun:
+        """Like :func:`run_limited` of ``python -m module args``, in a child forked from the
+        template."""
+        return self._fork({"module": module, "argv": list(args)}, cwd=cwd, timeout=timeout,
+                          memory_mb=memory_mb)
+
+    def _fork(self, what: dict[str, Any], *, cwd: str, timeout: float,
+              memory_mb: int) -> ChildRun:
+        """One child for ``what``: its exit status (None: killed at the timeout) and stderr."""
+        with tempfile.TemporaryDirectory(prefix="opcheck-child-") as errdir:
+            err = Path(errdir) / "stderr.txt"
             rid = next(self._ids)
             self._used = True
-            job = {"id": rid, "request": str(req), "result": str(out), "stderr": str(err),
-                   "cwd": tmp, "memory_mb": memory_mb}
+            job = {**what, "id": rid, "stderr": str(err), "cwd": cwd, "memory_mb": memory_mb}
             with self._cond:
                 if self._dead or self.proc.stdin is None:
                     raise TraceError("the tracer template process died")
@@ -234,8 +252,7 @@ class ForkServer:
             with self._cond:
                 self._msgs.pop(rid, None)
             stderr = err.read_text(encoding="utf-8", errors="replace") if err.is_file() else ""
-            return _result(ChildRun(code, stderr), out, records, request,
-                           timeout=timeout, memory_mb=memory_mb)
+            return ChildRun(code, stderr)
 
     def close(self) -> None:
         """End the template (its children are killed with it: see the worker)."""
@@ -340,6 +357,23 @@ def _kill_session(pid: int) -> None:
 # The template run_worker uses while a shared_imports() block is open (None: fresh processes).
 _active: ForkServer | None = None
 _active_lock = threading.Lock()
+
+
+def sharing() -> bool:
+    """Whether a :func:`shared_imports` block is open (a caller may have opened it early)."""
+    return _active is not None
+
+
+def run_module(module: str, args: Sequence[str], *, cwd: str, timeout: float,
+               memory_mb: int) -> ChildRun:
+    """``python -m module args`` under :func:`run_limited`'s limits, with warnings off; forked
+    from the template instead while a :func:`shared_imports` block is open."""
+    server = _active
+    if server is not None:
+        return server.run_module(module, args, cwd=cwd, timeout=timeout, memory_mb=memory_mb)
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return run_limited([sys.executable, "-m", module, *args], cwd=cwd, env=env,
+                       timeout=timeout, memory_mb=memory_mb)
 
 
 @contextmanager

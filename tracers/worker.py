@@ -9,6 +9,7 @@ when the request says ``trust``), traces it and writes a JSON result. Any failur
 from __future__ import annotations
 
 import faulthandler
+import gc
 import importlib
 import json
 import os
@@ -18,7 +19,7 @@ import sys
 import traceback
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from opcheck.core.errors import OpcheckError
 from opcheck.tracers.inputs import InputSpec
@@ -49,7 +50,11 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
             model, ex_args, ex_kwargs = runtime.load_model_file(
                 str(request["target"]), str(request["kind"]), bool(request.get("trust", False))
             )
-        ol = runtime.trace_module(
+        # --fast: repeated blocks traced a few times, counts extrapolated (tracers.repeat)
+        trace_fn = runtime.trace_module
+        if request.get("fast"):
+            from opcheck.tracers.repeat import trace_fast as trace_fn
+        ol = trace_fn(
             model,
             inputs,
             example_args=ex_args,
@@ -110,12 +115,28 @@ def template(preload: list[str]) -> int:
             importlib.import_module(name)
         except Exception:  # a child that needs it fails with its own error
             traceback.print_exc()
+    # Out of the collector's reach: a child's collections would otherwise touch (and so copy)
+    # every page of the imported objects (~1/4 of a zoo model's trace time).
+    gc.freeze()
+    parent = os.getpid()
     children: dict[int, tuple[int, int]] = {}  # pidfd → (request id, pid)
     buf = b""
 
+    def end() -> NoReturn:
+        for _rid, pid in children.values():
+            with suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+            with suppress(OSError):
+                os.waitpid(pid, 0)
+        # no interpreter teardown of torch (~1 s the parent would wait for)
+        os._exit(0)
+
     def reply(msg: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(msg) + "\n")
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(json.dumps(msg) + "\n")
+            sys.stdout.flush()
+        except OSError:  # the parent is gone: so are its children
+            end()
 
     while True:
         ready, _, _ = select.select([0, *children], [], [])
@@ -128,11 +149,7 @@ def template(preload: list[str]) -> int:
                 continue
             data = os.read(0, 65536)
             if not data:  # the parent is done (or gone): no child outlives the template
-                for _rid, pid in children.values():
-                    with suppress(OSError):
-                        os.killpg(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                return 0
+                end()
             buf += data
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
@@ -141,15 +158,16 @@ def template(preload: list[str]) -> int:
                 if pid == 0:
                     for other in children:
                         os.close(other)
-                    _child(job)  # never returns
+                    _child(job, parent)  # never returns
                 children[os.pidfd_open(pid)] = (int(job["id"]), pid)
                 reply({"id": job["id"], "pid": pid})
 
 
-def _child(job: dict[str, Any]) -> None:
+def _child(job: dict[str, Any], parent: int) -> None:
     code = 1
     try:
         os.setsid()  # the parent kills the whole session at the timeout
+        _die_with_parent(parent)
         from opcheck.tracers.sandbox import set_limits
 
         set_limits(int(job["memory_mb"]))
@@ -159,12 +177,43 @@ def _child(job: dict[str, Any]) -> None:
         os.dup2(null, 0)
         os.dup2(null, 1)
         os.dup2(err, 2)
-        code = main([str(job["request"]), str(job["result"])])
+        if "module" in job:  # `python -m MODULE ARGV` (sandbox.run_module)
+            code = _run_module(str(job["module"]), [str(a) for a in job["argv"]])
+        else:
+            code = main([str(job["request"]), str(job["result"])])
         sys.stderr.flush()
     except BaseException:
         traceback.print_exc()
     finally:
         os._exit(code)
+
+
+def _run_module(module: str, argv: list[str]) -> int:
+    """What ``python -m module argv`` would exit with, run in this (forked) process."""
+    import runpy
+
+    sys.argv = [module, *argv]
+    sys.path.insert(0, os.getcwd())  # as python -m puts the working directory first
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
+    return 0
+
+
+def _die_with_parent(parent: int) -> None:
+    """A child outlives a template killed outright (no EOF handling then): ask Linux to
+    kill it with the template (PR_SET_PDEATHSIG); elsewhere the parent's timeout still does."""
+    import ctypes
+
+    with suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the template died before the call
+            os._exit(1)
 
 
 if __name__ == "__main__":

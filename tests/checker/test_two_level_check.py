@@ -170,3 +170,37 @@ def test_the_cli_hints_at_run_for_a_python_file(cli: Callable[..., Result],
     res = cli(str(script))
     assert res.exit_code == 2
     assert f"opcheck run {script}" in res.output and f"--model {script}:NAME" in res.output
+
+
+def _cia_split_by_torch_line(cat: Catalog) -> tuple[str, str, str]:
+    """A CIA op (no torch autograd formula) with a kernel on a release built on torch < 2.3
+    and on one built on torch >= 2.3."""
+    from opcheck.tracers.composites import BACKWARD_FORMULA, composites_with_kernels
+
+    def line(rel: Any) -> tuple[int, ...]:
+        return tuple(int(x) for x in rel.torch_minor.split("."))
+
+    old = [r for r in cat.releases if r.has_kernels and line(r) < (2, 3)]
+    new = [r for r in cat.releases if r.has_kernels and line(r) >= (2, 3)]
+    for op in composites_with_kernels(cat):
+        if op in BACKWARD_FORMULA:
+            continue
+        o = next((r for r in old if op in cat.kernels(r.torch_npu)), None)
+        n = next((r for r in new if op in cat.kernels(r.torch_npu)), None)
+        if o is not None and n is not None:
+            return op, o.torch_npu, n.torch_npu
+    raise AssertionError("the bundled catalog has no CIA kernel on both sides of torch 2.3")
+
+
+@pytest.mark.parametrize("mode", ["train", "inference"])
+def test_training_on_a_release_before_torch_2_3_is_labelled_approximate(
+        cat: Catalog, mode: str) -> None:
+    op, old, new = _cia_split_by_torch_line(cat)
+    ol = _oplist([{"op": op, "count": 1, "dtypes": ["float32"], "composite": True}], mode=mode)
+
+    def flagged(rel: str) -> list[str]:
+        return [n for n in check(cat, ol, cat.release(rel)).notes
+                if n.startswith("approximate:") and op in n]
+
+    assert bool(flagged(old)) == (mode == "train")
+    assert flagged(new) == []

@@ -355,3 +355,45 @@ def test_isolated_verify_refuses_a_memory_limit_torch_cannot_start_in() -> None:
 
     with pytest.raises(UsageError, match="too low to start torch"):
         vf.verify_isolated(_isin_entry(), memory_mb=100)
+
+
+@pytest.mark.slow
+def test_verifying_several_entries_forks_them_from_one_template(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from opcheck.tracers import sandbox
+
+    segfault = ISIN_CODE.replace(
+        "    out = (elements", "    import os, signal\n    os.kill(os.getpid(), signal.SIGSEGV)\n"
+        "    out = (elements")
+    endless = ISIN_CODE.replace("def inputs():", "def inputs():\n    while True:\n        pass")
+    hog = ISIN_CODE.replace("    out = (elements",
+                            "    hog = bytearray(16 << 30)\n    out = (elements")
+    entries = [_shipped("isin-tensor-tensor-rewrite"), _isin_entry(segfault),
+               _isin_entry(WRONG_VALUES), _isin_entry(endless), _isin_entry(hog),
+               _shipped("isin-tensor-tensor-rewrite")]
+    forked: list[str] = []
+    real = sandbox.ForkServer.run_module
+
+    def spy(self: sandbox.ForkServer, module: str, args: list[str], **kw: Any) -> Any:
+        forked.append(module)
+        return real(self, module, args, **kw)
+
+    monkeypatch.setattr(sandbox.ForkServer, "run_module", spy)
+    opts: dict[str, Any] = {"op_status": catalog_status, "releases": RELEASES, "timeout": 10,
+                            "memory_mb": 3072}
+    together = vf.verify_all_isolated(entries, **opts)
+    assert forked == ["opcheck.contrib.verify"] * len(entries)
+    # fresh processes give the same results (the endless entry's message is the one
+    # test_an_endless_inputs_times_out_instead_of_hanging checks on that path)
+    alone = [vf.verify_isolated(e, **opts) for e in entries[:3] + entries[4:]]
+    assert len(forked) == len(entries)
+    same = together[:3] + together[4:]
+    assert [r.problems for r in same] == [r.problems for r in alone]
+    assert [(r.cases, r.edge_cases, r.ops) for r in same] == \
+        [(r.cases, r.edge_cases, r.ops) for r in alone]
+    assert together[0].ok and together[-1].ok  # the entries after the bad ones still verify
+    assert together[1].problems == ["isin-test: the entry's process died (SIGSEGV)"]
+    assert together[2].problems[0] == "case 1: values differ"
+    assert together[3].problems == ["isin-test: timed out after 10 s (a loop in inputs() or "
+                                    "replacement() that does not end?)"]
+    assert "out of memory" in together[4].problems[0] or "MemoryError" in together[4].problems[0]

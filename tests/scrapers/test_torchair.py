@@ -88,6 +88,23 @@ def test_return_before_raise_makes_the_raise_conditional_on_the_negated_test() -
     assert rows["aten::foo.out"].status == RAISES and rows["aten::foo.out"].message == "x"
 
 
+def test_arguments_reassigned_before_the_raise_are_named() -> None:
+    rows = _parse(
+        "@register_fx_node_ge_converter(torch.ops.aten.slice.Tensor)\n"
+        "def f(self, dim=0, start=None, end=None, step=1, meta_outputs=None):\n"
+        "    if end is None:\n"
+        "        end = 2147483647\n"
+        "    start += 0\n"
+        "    if end > 2147483647 and dim < 0:\n"
+        "        raise RuntimeError('too long')\n"
+        "    step = 2\n"
+        "    return ge.StridedSliceV2(self, start, end, step)\n"
+    )
+    # `start` is reassigned but not read by the test; `step` only after the raise
+    assert rows["aten::slice.Tensor"].rebound == ("end",)
+    assert _fixture("aten/mm.py")["aten::mm"].rebound == ()
+
+
 @pytest.mark.parametrize(("text", "needle", "line"), [
     ("@register_fx_node_ge_converter(make_op())\ndef f(x):\n    return x\n",
      "unrecognised converter target", 1),
@@ -197,4 +214,6 @@ def test_real_converters_checked_by_hand(upstream: Path) -> None:
     assert new["_c10d_functional::all_reduce"][1].min_torch == "2.3.1"
     assert new["aten::_softmax"][1].condition == (
         "half_to_float and self.dtype != DataType.DT_FLOAT16")
+    assert new["aten::_softmax"][1].rebound == ()
+    assert new["aten::slice.Tensor"][1].rebound == ("end",)  # `end = 2147483647` if None
     assert "aten::_safe_softmax" not in _real(upstream, "c8745d0312fae9d568976120fafe43b966c93429")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from opcheck.core.errors import ScrapeError
+from opcheck.scrapers import yamlines
 from opcheck.scrapers.rows import Origin
 from opcheck.scrapers.yamlines import (
     LineDict,
@@ -59,3 +61,31 @@ def test_shape_helpers() -> None:
     (_, entry), = items(data["t"])
     with pytest.raises(ScrapeError, match=r"^x\.yaml:4: unknown key 'bad' in section 't'$"):
         check_keys(ctx, entry, frozenset({"func"}), "t")
+
+
+def _shape(obj: object) -> object:
+    """The loaded value with every line number it carries, for exact comparison."""
+    if isinstance(obj, yamlines.LineDict):
+        return ("map", obj.line, dict(obj.key_lines), {k: _shape(v) for k, v in obj.items()})
+    if isinstance(obj, yamlines.LineList):
+        return ("seq", obj.line, list(obj.item_lines), [_shape(v) for v in obj])
+    return (type(obj).__name__, obj)
+
+
+@pytest.mark.parametrize("text", [
+    "a: 1\nb: [x, 2, true, null, 1.5]\nc:\n  - {k: v}\n  - - nested\n",
+    "base: &b {x: 1, y: two}\nuse:\n  <<: *b\n  y: 3\nsame: *b\n",
+    "when: 2024-01-02\nbin: !!binary aGk=\nempty:\nq: 'quoted'\nn: ~\n",
+    "- &s shared\n- *s\n- 0x1F\n- 1_000\n",
+    "dup: 1\ndup: 2\n",
+    "",
+])
+def test_load_gives_what_pyyaml_gives_with_the_line_loader(text: str) -> None:
+    expected = yaml.load(text, Loader=yamlines._LineLoader)
+    got = yamlines.load(text, Origin("t.yaml"))
+    assert _shape(got) == _shape(expected)
+
+
+def test_an_alias_is_the_anchored_object_itself() -> None:
+    got = yamlines.load("a: &x {k: [1]}\nb: *x\n", Origin("t.yaml"))
+    assert got["a"] is got["b"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from opcheck.core.errors import ScrapeError
 from opcheck.db.snapshot import snapshot_equal, write_snapshot
 from opcheck.scrapers.rows import Origin
 from opcheck.sync.context import SyncContext
@@ -126,3 +127,95 @@ def test_collect_with_a_parse_cache_builds_the_same_catalog(
     assert plain.data.kernels
     assert snapshot_equal(tmp_path / "snap0", tmp_path / "snap1") == []
     assert snapshot_equal(tmp_path / "snap0", tmp_path / "snap2") == []
+
+
+def fail_on_z(text: str, *, origin: Origin) -> list[str]:
+    CALLS.append((origin.path, None))
+    if "z" in text:
+        raise ScrapeError("a z", source=origin.path, line=1)
+    return text.split()
+
+
+def test_prefetch_parses_distinct_files_in_workers(files: MirrorSource, tmp_path: Path) -> None:
+    cache = tmp_path / "parsed"
+    ctx = SyncContext(files, parse_cache=cache, workers=2)
+    gots = [files.fetch(p) for p in ("a/f.yaml", "b/f.yaml", "c/f.yaml")]
+    ctx.prefetch(gots, count_lines, torch="2.1")
+    got = [ctx.parsed(g, count_lines, torch="2.1") for g in gots]
+    ctx.close()
+    assert got == [["2.1:x", "2.1:y"], ["2.1:x", "2.1:y"], ["2.1:z"]]
+    assert CALLS == []  # parsed in the worker processes, not here
+    assert ctx.parse_stats == {"parsed": 2, "reused": 1, "cached": 0}
+    # the workers wrote the parse cache: a later sync reads both back
+    later = SyncContext(files, parse_cache=cache, workers=0)
+    assert [later.parsed(g, count_lines, torch="2.1") for g in gots] == got
+    assert later.parse_stats == {"parsed": 0, "reused": 1, "cached": 2}
+
+
+def test_a_parse_failing_in_a_worker_fails_where_it_is_asked_for(files: MirrorSource) -> None:
+    ctx = SyncContext(files, workers=2)
+    gots = [files.fetch(p) for p in ("a/f.yaml", "c/f.yaml")]
+    ctx.prefetch(gots, fail_on_z)
+    assert ctx.parsed(gots[0], fail_on_z) == ["x", "y"]
+    with pytest.raises(ScrapeError, match="a z") as err:
+        ctx.parsed(gots[1], fail_on_z)
+    ctx.close()
+    assert err.value.source == "c/f.yaml"
+    assert CALLS == [("c/f.yaml", None)]  # parsed again here to raise the error
+
+
+def test_a_combined_result_is_kept_across_syncs_by_its_files(files: MirrorSource,
+                                                            tmp_path: Path) -> None:
+    cache = tmp_path / "parsed"
+    gots = [files.fetch(p) for p in ("a/f.yaml", "c/f.yaml")]
+    made: list[int] = []
+
+    def both() -> list[str]:
+        made.append(1)
+        return [line for g in gots for line in g.text.split()]
+
+    assert SyncContext(files, parse_cache=cache).combined(gots, count_lines, both) == \
+        ["x", "y", "z"]
+    ctx = SyncContext(files, parse_cache=cache)
+    assert ctx.combined(gots, count_lines, both) == ["x", "y", "z"]
+    assert len(made) == 1 and ctx.parse_stats["cached"] == 1
+    # same contents under other paths: another result (it may name its files)
+    other = [files.fetch("b/f.yaml"), gots[1]]
+    SyncContext(files, parse_cache=cache).combined(other, count_lines, both)
+    assert len(made) == 2
+
+
+def test_collect_in_worker_processes_builds_the_same_catalog(
+    fixtures: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    from opcheck.scrapers.pytorch import parse_native_functions
+    from opcheck.sync import context
+
+    monkeypatch.setattr(context, "PREFETCH_MIN", 1)  # the fixture mirror has few files
+    sent: list[int] = []
+    submit = ProcessPoolExecutor.submit
+
+    def counting(self: ProcessPoolExecutor, fn: object, *args: object) -> object:
+        if fn is context._parse_jobs:
+            sent.append(len(args[0]))  # type: ignore[arg-type]
+        return submit(self, fn, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ProcessPoolExecutor, "submit", counting)
+
+    origin = Origin("torchgen/packaged/ATen/native/native_functions.yaml", ref="torch-test")
+    universe = Universe(parse_native_functions((fixtures / "universe.yaml").read_text(),
+                                               origin=origin), "2.6.0", origin)
+    mirror = tmp_path / "mirror"
+    shutil.copytree(fixtures / "mirror", mirror)
+    alone = collect(MirrorSource(mirror), universe=universe, workers=0)
+    pooled = collect(MirrorSource(mirror), universe=universe, workers=2,
+                     parse_cache=tmp_path / "parsed")
+    assert not alone.failures and not pooled.failures
+    assert sum(sent) >= 3  # files were parsed in the workers
+    assert any((tmp_path / "parsed").rglob("*.pickle"))
+    write_snapshot(alone.data, tmp_path / "alone")
+    write_snapshot(pooled.data, tmp_path / "pooled")
+    assert alone.data.kernels
+    assert snapshot_equal(tmp_path / "alone", tmp_path / "pooled") == []

@@ -458,6 +458,21 @@ def test_check_json_api_equals_checker(client: Client, cat: Catalog) -> None:
     assert r.json() == _expected(cat, TARGET)
 
 
+def test_check_json_api_says_which_release_a_prefix_meant(client: Client, cat: Catalog) -> None:
+    line = TARGET.rsplit(".", 2)[0]  # 2.6.0.post5 → 2.6
+    newest = max((r for r in cat.releases if r.has_kernels and r.torch_npu.startswith(line + ".")),
+                 key=lambda r: r.sort_key).torch_npu
+    r = client.post(f"/-/check?release={line}", content=json.dumps(oplist_doc()),
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 200
+    doc = r.json()
+    assert doc["target"]["torch_npu"] == newest
+    assert f"torch_npu {line} → {newest}" in doc["notes"][0]
+    exact = client.post(f"/-/check?release={newest}", content=json.dumps(oplist_doc()),
+                        headers={"content-type": "application/json"}).json()
+    assert not any("→" in n for n in exact["notes"])
+
+
 @pytest.mark.parametrize(("payload", "message"), [
     ("{not json", "not JSON"),
     (json.dumps({"kind": "something"}), "not an opcheck op list"),

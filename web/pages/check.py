@@ -17,7 +17,7 @@ from urllib.parse import parse_qs
 from opcheck.checker.check import Report, check
 from opcheck.core.errors import OpcheckError, UsageError
 from opcheck.web.guard import Ration, client_of
-from opcheck.web.pages.base import Page, serve_state, template_helpers
+from opcheck.web.pages.base import Page, plain_template, serve_state, template_helpers
 from opcheck.web.state import ServeState
 
 VIEW_NAME = "opcheck-check"
@@ -103,6 +103,7 @@ def run_check(state: ServeState, sub: Submission) -> Report:
     from opcheck.checker.queries import select_target
     from opcheck.checker.restrictions import all_restrictions
     from opcheck.core.oplist import OpList
+    from opcheck.core.versions import expand_release
 
     try:
         doc = parse_json(sub.text)
@@ -121,11 +122,17 @@ def run_check(state: ServeState, sub: Submission) -> Report:
     if len(oplist.ops) > MAX_OPS:
         raise UsageError(f"the op list has {len(oplist.ops)} entries: this page checks at most "
                          f"{MAX_OPS} (run `opcheck check` on larger ones)")
-    target = select_target(state.catalog, torch_npu=sub.release or None)
-    return check(state.catalog, oplist, target, cpu_fallback=sub.cpu_fallback,
-                 workarounds=state.facts.workarounds,
-                 restrictions=(all_restrictions(state.catalog, sub.hardware or None)
-                               if state.has_api_docs else None))
+    release, note = (expand_release(sub.release, [r.torch_npu for r in state.usable_releases],
+                                    exact=[r.torch_npu for r in state.catalog.releases])
+                     if sub.release else ("", ""))
+    target = select_target(state.catalog, torch_npu=release or None)
+    report = check(state.catalog, oplist, target, cpu_fallback=sub.cpu_fallback,
+                   workarounds=state.facts.workarounds,
+                   restrictions=(all_restrictions(state.catalog, sub.hardware or None)
+                                 if state.has_api_docs else None))
+    if note:  # "2.6" read as the newest 2.6 release: the report says which one it checked
+        report.notes.insert(0, note)
+    return report
 
 
 # A 5 MB op list takes seconds of CPU to read and check. Checks run on one thread per worker
@@ -149,25 +156,13 @@ class Outcome:
     json: bytes = b""  # the report document, for API use
 
 
-_report_template: Any = None
-
-
 def render_report(report: Report, helpers: dict[str, Any]) -> str:
     """The report part of the page, from its own template on a plain Jinja environment (the
     page around it is Datasette's, rendered on the event loop)."""
-    global _report_template
-    if _report_template is None:
-        import jinja2
-
-        from opcheck.web.app import DATASETTE_DIR
-
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader(DATASETTE_DIR / "templates"),
-                                 autoescape=True)
-        _report_template = env.get_template(REPORT_TEMPLATE)
     from opcheck.checker.formats.report_markdown import to_markdown
 
-    return str(_report_template.render(report=report, markdown=to_markdown(report),
-                                       **helpers))
+    return str(plain_template(REPORT_TEMPLATE).render(report=report, markdown=to_markdown(report),
+                                                      **helpers))
 
 
 def check_posted(state: ServeState, ctype: str, body: bytes, release: str,

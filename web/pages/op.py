@@ -12,11 +12,12 @@ from opcheck.checker.resolve import Resolution
 from opcheck.core.errors import OpcheckError
 from opcheck.core.vocab import KernelSource, Status
 from opcheck.db.catalog import ReleaseInfo
-from opcheck.web.pages.base import Page, serve_state
+from opcheck.web.pages.base import Page, plain_template, serve_state, template_helpers
 from opcheck.web.state import ServeState
 
 VIEW_NAME = "opcheck-op"
 TEMPLATE = "opcheck_op.html"
+BODY_TEMPLATE = "_opcheck_op_body.html"
 
 
 @dataclass(frozen=True)
@@ -226,6 +227,7 @@ def rewrite_code() -> dict[str, str]:
 
 async def view(datasette: Any, request: Any) -> Any:
     from datasette.utils.asgi import Response
+    from markupsafe import Markup
 
     state = serve_state(datasette)
     if state is None:
@@ -233,7 +235,9 @@ async def view(datasette: Any, request: Any) -> Any:
     page = op_page(state, request.url_vars["op"])
     if request.args.get("_format") == "json":
         return Response.json(page.to_json(), status=200 if page.known else 404)
-    html = await datasette.render_template(TEMPLATE, {"page": page},
+    body = plain_template(BODY_TEMPLATE).render(
+        page=page, urls=datasette.urls, **template_helpers(datasette))
+    html = await datasette.render_template(TEMPLATE, {"page": page, "body": Markup(body)},
                                            request=request, view_name=VIEW_NAME)
     return Response.html(html, status=200 if page.known or page.matches else 404)
 
