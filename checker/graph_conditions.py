@@ -106,12 +106,15 @@ def bind(sig: Signature, params: dict[str, Param], first_rank: int | None = None
     """The value each schema argument had in the calls of ``sig`` (UNKNOWN where the signature
     cannot say). ``first_rank``: the rank of the first argument in every call, when known (a
     trace records the first tensor's shapes per op, not per signature). ``rebound``: arguments
-    the converter reassigns before its test, whose tested value the call does not give."""
+    the converter reassigns before its test, whose tested value the call does not give
+    (``name:none``: only when the call passed None, the converter then filling in a default,
+    ``name:none=value`` that constant)."""
     env: dict[str, Any] = {}
     for i, (name, p) in enumerate(params.items()):
         if name in rebound:
             env[name] = UNKNOWN
-        elif name in sig.inputs:
+            continue
+        if name in sig.inputs:
             dts = sig.inputs[name].split(",")
             rank = first_rank if i == 0 and first_rank is not None else UNKNOWN
             env[name] = (_GeTensor(_DataType(GE_DTYPES[dts[0]]) if dts[0] in GE_DTYPES
@@ -130,6 +133,10 @@ def bind(sig: Signature, params: dict[str, Param], first_rank: int | None = None
             env[name] = None
         else:  # omitted by the recorder (device, pin_memory) or absent
             env[name] = UNKNOWN
+        if env[name] is None:  # the converter may fill in its own default first
+            filled = next((r for r in rebound if r.split("=")[0] == f"{name}:none"), None)
+            if filled is not None:
+                env[name] = _default(filled.split("=", 1)[1]) if "=" in filled else UNKNOWN
     return env
 
 

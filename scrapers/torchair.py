@@ -70,7 +70,8 @@ class ConverterRow:
     min_torch: str = ""  # registered only on torch >= this version ("" = always)
     line: int = 0  # the raise (raises / conditional), else the def
     # conditional: arguments the condition reads that the converter assigns before raising
-    # (``end = 2147483647``): the condition then tests the new value, not the argument
+    # (``end = 2147483647``): the condition then tests the new value, not the argument;
+    # ``end:none=2147483647`` when only under ``if end is None:`` (a passed value is kept)
     rebound: tuple[str, ...] = ()
 
 
@@ -189,19 +190,37 @@ def _raises(stmts: Sequence[ast.stmt], conds: tuple[str, ...]) -> Iterator[_Rais
                 yield from _raises(case.body, (*conds, f"case {ast.unparse(case.pattern)}"))
 
 
-def _rebound(fn: ast.FunctionDef, condition: str, before: int) -> tuple[str, ...]:
+def _within(stmts: list[ast.stmt], line: int) -> bool:
+    return bool(stmts) and stmts[0].lineno <= line <= (stmts[-1].end_lineno or line)
+
+
+def _rebound(fn: ast.FunctionDef, condition: str, raises: list[int]) -> tuple[str, ...]:
     """The converter's arguments that ``condition`` reads and the body assigns (or loops
-    over) before line ``before``, sorted."""
+    over) before the last of the ``raises`` lines, on a path that can reach one, sorted;
+    ``name:none`` when every such assignment sits under
+    ``if name is None:`` (a default filled in, so a call passing a value keeps it), with
+    ``=value`` when that default is one constant (``end:none=2147483647``)."""
     params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
     try:
         read = {n.id for n in ast.walk(ast.parse(condition, mode="eval"))
                 if isinstance(n, ast.Name)}
     except SyntaxError:
         read = set(params)
-    out: set[str] = set()
-    for node in ast.walk(fn):
-        if getattr(node, "lineno", before) >= before:
-            continue
+    watched = params & read
+    guarded: dict[str, list[str]] = {}  # name → the constants assigned under `is None`
+    plain: set[str] = set()
+
+    def none_test(test: ast.expr) -> str:
+        if (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)
+                and len(test.ops) == 1 and isinstance(test.ops[0], ast.Is)
+                and isinstance(test.comparators[0], ast.Constant)
+                and test.comparators[0].value is None):
+            return test.left.id
+        return ""
+
+    def visit(node: ast.AST, guards: frozenset[str]) -> None:
+        if getattr(node, "lineno", 0) >= max(raises):
+            return
         targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
             targets = list(node.targets)
@@ -210,9 +229,48 @@ def _rebound(fn: ast.FunctionDef, condition: str, before: int) -> tuple[str, ...
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
         for t in targets:
-            out.update(n.id for n in ast.walk(t)
-                       if isinstance(n, ast.Name) and n.id in params and n.id in read)
+            for n in ast.walk(t):
+                if not (isinstance(n, ast.Name) and n.id in watched):
+                    continue
+                if n.id in guards and isinstance(node, ast.Assign):
+                    value = (ast.unparse(node.value) if isinstance(t, ast.Name)
+                             and _is_constant(node.value) else "")
+                    value = "" if "," in value else value  # the column is comma-separated
+                    guarded.setdefault(n.id, []).append(value)
+                else:
+                    plain.add(n.id)
+        if isinstance(node, ast.If):
+            visit(node.test, guards)
+            inner = guards | {none_test(node.test)} - {""}
+            # a branch the raises cannot follow (they are all in the other one) assigns
+            # nothing they see: `if end == MAX: end = 2**31 - 1 elif end > 2**31 - 1: raise`
+            in_body, in_else = (all(_within(stmts, r) for r in raises)
+                                for stmts in (node.body, node.orelse))
+            if not in_else:
+                for stmt in node.body:
+                    visit(stmt, inner)
+            if not in_body:
+                for stmt in node.orelse:
+                    visit(stmt, guards)
+            return
+        for sub in ast.iter_child_nodes(node):
+            visit(sub, guards)
+
+    for stmt in fn.body:
+        visit(stmt, frozenset())
+    out = set(plain)
+    for name, values in guarded.items():
+        if name not in plain:
+            # one constant: the value the test then sees; else only that it is not None
+            out.add(f"{name}:none={values[0]}" if len(values) == 1 and values[0]
+                    else f"{name}:none")
     return tuple(sorted(out))
+
+
+def _is_constant(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool, str))
 
 
 def _classify(fn: ast.FunctionDef) -> tuple[str, str, str, int, tuple[str, ...]]:
@@ -229,7 +287,7 @@ def _classify(fn: ast.FunctionDef) -> tuple[str, str, str, int, tuple[str, ...]]
     condition = " or ".join(" and ".join(r.conds) if len(r.conds) == 1
                             else " and ".join(f"({c})" if " or " in c else c for c in r.conds)
                             for r in found)
-    rebound = _rebound(fn, condition, max(r.line for r in found))
+    rebound = _rebound(fn, condition, [r.line for r in found])
     return CONDITIONAL, found[0].message, _clip(condition), found[0].line, rebound
 
 

@@ -80,6 +80,13 @@ def test_an_argument_the_converter_reassigns_first_is_not_the_calls(cat: Catalog
     long = Signature(inputs={"self": "float32"}, args={"end": 2**40})
     assert holds(cond, long, schema) is True
     assert holds(cond, long, schema, rebound=("end",)) is None
+    # `if end is None: end = 2147483647`: a passed end is the call's, a None end the default
+    assert holds(cond, long, schema, rebound=("end:none=2147483647",)) is True
+    open_ended = Signature(inputs={"self": "float32"})  # end=None, the schema's default
+    assert holds(cond, open_ended, schema) is False
+    assert holds("end > 2147483646", open_ended, schema,
+                 rebound=("end:none=2147483647",)) is True
+    assert holds(cond, open_ended, schema, rebound=("end:none",)) is None
 
 
 def test_rank_is_known_only_from_a_complete_sample_of_one_rank(cat: Catalog) -> None:

@@ -95,13 +95,27 @@ def test_arguments_reassigned_before_the_raise_are_named() -> None:
         "    if end is None:\n"
         "        end = 2147483647\n"
         "    start += 0\n"
-        "    if end > 2147483647 and dim < 0:\n"
+        "    if end == 9223372036854775807:\n"
+        "        end = 2147483647\n"
+        "    elif end > 2147483647 and dim < 0:\n"
         "        raise RuntimeError('too long')\n"
         "    step = 2\n"
         "    return ge.StridedSliceV2(self, start, end, step)\n"
     )
-    # `start` is reassigned but not read by the test; `step` only after the raise
-    assert rows["aten::slice.Tensor"].rebound == ("end",)
+    # `start` is reassigned but not read by the test; `step` only after the raise; `end` only
+    # when None, to one constant (the branch exclusive to the raise does not count)
+    assert rows["aten::slice.Tensor"].rebound == ("end:none=2147483647",)
+    rows = _parse(
+        "@register_fx_node_ge_converter(torch.ops.aten.foo.default)\n"
+        "def f(self, dim=None, end=None, meta_outputs=None):\n"
+        "    if dim is None:\n"
+        "        dim = self.rank - 1\n"
+        "    end = end or 0\n"
+        "    if dim > 3 or end > 2:\n"
+        "        raise RuntimeError('no')\n"
+        "    return self\n"
+    )
+    assert rows["aten::foo"].rebound == ("dim:none", "end")
     assert _fixture("aten/mm.py")["aten::mm"].rebound == ()
 
 
@@ -215,5 +229,5 @@ def test_real_converters_checked_by_hand(upstream: Path) -> None:
     assert new["aten::_softmax"][1].condition == (
         "half_to_float and self.dtype != DataType.DT_FLOAT16")
     assert new["aten::_softmax"][1].rebound == ()
-    assert new["aten::slice.Tensor"][1].rebound == ("end",)  # `end = 2147483647` if None
+    assert new["aten::slice.Tensor"][1].rebound == ("end:none=2147483647",)
     assert "aten::_safe_softmax" not in _real(upstream, "c8745d0312fae9d568976120fafe43b966c93429")
