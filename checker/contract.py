@@ -207,15 +207,13 @@ LinkRows = dict[str, list[tuple[OpLink, frozenset[str]]]]
 
 
 def _links_for(cat: Catalog, op: str, source: str, note: str,
-               rows: dict[tuple[str, ...], LinkRows] | None = None) -> tuple[list[OpLink], str]:
+               rows: dict[tuple[str, ...], LinkRows]) -> tuple[list[OpLink], str]:
     """The op's aclnn links in release ``source`` (through the op torch_npu hands the work to,
     for its own kernels), and the label of where they come from. ``rows``: a cache of the
     ops' links over every release (one read per op, not one per op and release)."""
     if not source:
         return [], ""
     names = (op, *_DELEGATES.get(op, ()))
-    if rows is None:
-        rows = {}
     if names not in rows:
         rows[names] = db.op_link_rows(cat.engine, list(names))
     links = db.links_in(rows[names], source)

@@ -226,6 +226,7 @@ def graph_matrix(cat: Catalog, oplist: OpList) -> dict[str, Any]:
     cells: dict[str, dict[str, str]] = {op: {} for op in names}
     verdicts: dict[str, str] = {}
     by_commit: dict[int, dict[str, ConverterInfo]] = {}
+    decided = 0  # cells whose conditional converter was decided on the traced arguments
     releases = [r for r in cat.releases if r.has_kernels]
     for rel in releases:
         pin = pins.get(rel.torch_npu)
@@ -235,8 +236,10 @@ def graph_matrix(cat: Catalog, oplist: OpList) -> dict[str, Any]:
         if pin.source_id not in by_commit:
             by_commit[pin.source_id] = converters(cat.engine, pin, names)
         infos = by_commit[pin.source_id]
-        statuses = [judged(_status(infos.get(op), rel.torch), infos.get(op), uses[op],
-                           _schema(cat, op))[0] for op in names]
+        judgements = [judged(_status(infos.get(op), rel.torch), infos.get(op), uses[op],
+                             _schema(cat, op)) for op in names]
+        statuses = [st for st, _ in judgements]
+        decided += sum(bool(why) for _, why in judgements)
         for op, st in zip(names, statuses, strict=True):
             cells[op][rel.torch_npu] = st
         verdicts[rel.torch_npu] = verdict_of(statuses, known=True, complete=oplist.complete)
@@ -246,6 +249,7 @@ def graph_matrix(cat: Catalog, oplist: OpList) -> dict[str, Any]:
         "ops": cells,
         "verdicts": verdicts,
         "oldest_graph_release": min(good, key=release_key) if good else "",
+        "decided": decided,
     }
 
 
@@ -315,6 +319,9 @@ def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
     for first, last, what in runs:
         span = first if first == last else f"{first} … {last}"
         lines.append(f"  {span:<30} {what}")
+    if matrix.get("decided"):
+        lines.append(f"  ({matrix['decided']} release × op cells of conditional converters "
+                     "decided on the traced arguments, assuming static shapes)")
     return lines
 
 

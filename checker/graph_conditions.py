@@ -109,6 +109,11 @@ def bind(sig: Signature, params: dict[str, Param], first_rank: int | None = None
     the converter reassigns before its test, whose tested value the call does not give
     (``name:none``: only when the call passed None, the converter then filling in a default,
     ``name:none=value`` that constant)."""
+    filled: dict[str, str | None] = {}  # name → the default the converter gives a None
+    for r in rebound:
+        name, none, rest = r.partition(":none")
+        if none:
+            filled[name] = rest[1:] if rest.startswith("=") else None
     env: dict[str, Any] = {}
     for i, (name, p) in enumerate(params.items()):
         if name in rebound:
@@ -133,10 +138,9 @@ def bind(sig: Signature, params: dict[str, Param], first_rank: int | None = None
             env[name] = None
         else:  # omitted by the recorder (device, pin_memory) or absent
             env[name] = UNKNOWN
-        if env[name] is None:  # the converter may fill in its own default first
-            filled = next((r for r in rebound if r.split("=")[0] == f"{name}:none"), None)
-            if filled is not None:
-                env[name] = _default(filled.split("=", 1)[1]) if "=" in filled else UNKNOWN
+        if env[name] is None and name in filled:  # the converter fills in its default
+            default = filled[name]
+            env[name] = UNKNOWN if default is None else _default(default)
     return env
 
 
@@ -145,11 +149,8 @@ class _Eval:
         self.env = env
 
     def truth(self, v: Any) -> Any:
-        if v is UNKNOWN:
-            return UNKNOWN
-        if isinstance(v, list) and any(x is UNKNOWN for x in v):
-            return bool(v)  # a non-empty list is true whatever its items
-        return bool(v)
+        # a list is true when non-empty, whatever its (possibly unknown) items
+        return UNKNOWN if v is UNKNOWN else bool(v)
 
     def run(self, node: ast.AST) -> Any:
         method = getattr(self, "n_" + type(node).__name__, None)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from opcheck.checker.resolve import Resolver
 from opcheck.core.oplist import OpList, OpUse
+from opcheck.core.versions import minor_key
 from opcheck.tracers.composites import BACKWARD_FORMULA
 
 MAX_NAMED = 6  # ops named in one note before "and N more"
@@ -61,10 +62,9 @@ def has_kernel(resolver: Resolver, op: str) -> bool:
 def _before_autograd_registration(resolver: Resolver) -> bool:
     """Releases built on torch < 2.3 register CIA kernels on PrivateUse1 only."""
     try:
-        major, minor = (int(x) for x in resolver.release.torch_minor.split(".")[:2])
-    except ValueError:
+        return minor_key(resolver.release.torch) < (2, 3)
+    except ValueError:  # no torch version in the release matrix
         return False
-    return (major, minor) < (2, 3)
 
 
 def received(oplist: OpList, resolver: Resolver) -> Received:

@@ -166,9 +166,6 @@ def check(
 
         ensure_writable(output)
         from opcheck.checker.check import fail_level
-        from opcheck.checker.queries import select_target, target_reason
-        from opcheck.cli.common import open_catalog
-        from opcheck.db.catalog import Catalog
 
         level = fail_level(fail_on)
         if models is not None and len(models) > 1:
@@ -183,12 +180,7 @@ def check(
             raise typer.Exit(code)
         model = models[0] if models else None
         with _tracer_ahead(model, model_spec, log, trust, static, memory_mb):
-            cat = Catalog.load(open_catalog(catalog))
-            torch_npu = release_arg(cat, torch_npu) if torch_npu else None  # 2.6 → 2.6.0.post6
-            target = select_target(cat, torch_npu=torch_npu, cann=cann, torch=torch,
-                                   installed_torch=_installed_torch())
-            why = target_reason(cat, target, torch_npu=torch_npu, cann=cann, torch=torch,
-                                installed_torch=_installed_torch())
+            cat, target, why = _target(catalog, torch_npu, cann, torch)
             from opcheck.tracers.composites import composites_with_kernels
 
             oplist = _oplist(model, model_spec, input_shape, input_spec, log, trust, train,
@@ -200,6 +192,24 @@ def check(
                                allow_incomplete=allow_incomplete)
         _emit(report, fmt, output, all_ops=all_ops)
     raise typer.Exit(code)
+
+
+def _target(catalog: Path | None, torch_npu: str | None, cann: str | None,
+            torch: str | None) -> tuple[Any, Any, str]:
+    """The catalog, the release to check against and why it was chosen (the report's first
+    note)."""
+    from opcheck.checker.queries import select_target, target_reason
+    from opcheck.cli.common import open_catalog
+    from opcheck.db.catalog import Catalog
+
+    cat = Catalog.load(open_catalog(catalog))
+    torch_npu = release_arg(cat, torch_npu) if torch_npu else None  # 2.6 → 2.6.0.post6
+    installed = _installed_torch()
+    target = select_target(cat, torch_npu=torch_npu, cann=cann, torch=torch,
+                           installed_torch=installed)
+    why = target_reason(cat, target, torch_npu=torch_npu, cann=cann, torch=torch,
+                        installed_torch=installed)
+    return cat, target, why
 
 
 def _report(cat: Any, oplist: Any, target: Any, why: str, level: FailOn, *, cann: str | None,
@@ -257,10 +267,8 @@ def _check_several(
     from contextlib import nullcontext
 
     from opcheck.checker.formats import several
-    from opcheck.checker.queries import select_target, target_reason
-    from opcheck.cli.common import EXIT_ERROR, open_catalog
+    from opcheck.cli.common import EXIT_ERROR
     from opcheck.core.errors import TraceError, UsageError
-    from opcheck.db.catalog import Catalog
     from opcheck.tracers.composites import composites_with_kernels
     from opcheck.tracers.sandbox import MIN_MEMORY_MB, shared_imports
 
@@ -279,12 +287,7 @@ def _check_several(
     outcomes: list[several.Outcome] = []
     code = 0
     with template:
-        cat = Catalog.load(open_catalog(catalog))
-        torch_npu = release_arg(cat, torch_npu) if torch_npu else None
-        target = select_target(cat, torch_npu=torch_npu, cann=cann, torch=torch,
-                               installed_torch=_installed_torch())
-        why = target_reason(cat, target, torch_npu=torch_npu, cann=cann, torch=torch,
-                            installed_torch=_installed_torch())
+        cat, target, why = _target(catalog, torch_npu, cann, torch)
         watch = composites_with_kernels(cat)
         for m in models:
             try:

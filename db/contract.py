@@ -135,11 +135,6 @@ def op_link_rows(engine: Engine, ops: Sequence[str]) -> dict[str, list[tuple[OpL
     return dict(out)
 
 
-def op_links(engine: Engine, ops: Sequence[str], release: str) -> dict[str, list[OpLink]]:
-    """The aclnn functions each op's kernel calls in ``release`` (only ops with links)."""
-    return links_in(op_link_rows(engine, ops), release)
-
-
 def links_in(rows: dict[str, list[tuple[OpLink, frozenset[str]]]],
              release: str) -> dict[str, list[OpLink]]:
     """:func:`op_link_rows` narrowed to one release."""

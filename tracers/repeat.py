@@ -36,11 +36,10 @@ are not additive) falls back to the full trace with a note saying why.
 from __future__ import annotations
 
 import copy
-import json
 import re
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from opcheck.core.oplist import OpList, OpUse
@@ -337,8 +336,7 @@ def _sig_key(
     if not lens:
         return ("sig", sig.key, op, *via), {}, {}
     args = {k: ("<n values>" if k in lens else v) for k, v in sig.args.items()}
-    key = json.dumps([sig.inputs, sig.dtype, args], sort_keys=True, default=str)
-    return ("sig", key, op, *via), lens, fills
+    return ("sig", replace(sig, args=args).key, op, *via), lens, fills
 
 
 def _profile(ol: OpList) -> Profile:

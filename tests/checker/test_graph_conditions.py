@@ -122,3 +122,16 @@ def test_signatures_that_miss_calls_leave_the_op_conditional(cat: Catalog) -> No
     use.count = 5  # more calls than the recorded signatures hold (the recorder's cap)
     graph = graph_check(cat, OpList("m", "runtime", "runtime-dispatch", ops=[use]), release)
     assert graph["ops"][0]["status"] == CONDITIONAL and graph["verdict"] == "MAYBE"
+
+
+def test_the_release_matrix_says_it_decided_conditions(cat: Catalog) -> None:
+    from opcheck.checker.graph import graph_matrix, graph_text
+
+    release, _ = _conditional(cat, "aten::bmm", "DT_INT8")
+    ol = OpList("m", "runtime", "runtime-dispatch", ops=[_use("aten::bmm", "float32")])
+    matrix = graph_matrix(cat, ol)
+    assert matrix["ops"]["aten::bmm"][release] == CONVERTED
+    assert matrix["decided"] >= 1
+    graph = graph_check(cat, ol, release)
+    graph["matrix"] = matrix
+    assert "decided on the traced arguments" in graph_text(graph)
