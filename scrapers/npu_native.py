@@ -59,6 +59,8 @@ _NATIVE_KEYS = frozenset(
         "dispatch",
         "exposed",
         "variants",
+        # rc-era files (5.0.rc1-5.0.rc3.x) mark ops written in BiSheng C++; a flag only.
+        "bscpp_op",
     }
 )
 # The generated list in a wheel merges op-plugin entries into the same layout.
@@ -86,6 +88,7 @@ def _check_flags(ctx: YamlCtx, entry: LineDict) -> None:
         "op_api",
         "internal_format_opapi",
         "exposed",
+        "bscpp_op",
         "structured",
         "use_const_ref_for_mutable_tensors",
     ):
