@@ -127,8 +127,22 @@ def test_a_count_of_1e400_is_one_line_not_an_overflow_traceback(
     big.write_text(text)
     r = invoke(str(big), "--catalog", str(cat_path), "--torch-npu", OLD)
     assert r.exit_code == 2
-    assert one_error_line(r) == (f"opcheck: error: {big}: malformed op list: a count or shape "
-                                 "is not a finite integer")
+    assert one_error_line(r) == f"opcheck: error: {big}: the number 1e400 is not finite"
+
+
+@pytest.mark.parametrize("digits", [21, 4301, 100_000])
+def test_an_integer_beyond_any_count_is_one_line(
+        tmp_path: Path, cat_path: Path, clean_ops: Path, digits: int) -> None:
+    """Issue 32: past 4,300 digits json raised its own ValueError: a traceback and exit 1."""
+    text = clean_ops.read_text()
+    doc = json.loads(text)
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps(doc).replace('"count": 4', '"count": ' + "9" * digits, 1))
+    r = invoke(str(big), "--catalog", str(cat_path), "--torch-npu", OLD)
+    assert r.exit_code == 2
+    assert one_error_line(r) == (
+        f"opcheck: error: {big}: an integer of {digits} digits (at most 20)"
+    )
 
 
 def test_an_unforeseen_os_error_is_one_line_too(

@@ -409,6 +409,8 @@ def test_host_header_never_reaches_other_visitors(live: Live) -> None:
     '5',
     '[{"op": "aten::add.Tensor", "signatures": [{"count": 1e400}]}]',
     '[' * 100000 + ']' * 100000,
+    '[{"op": "aten::add.Tensor", "count": ' + "9" * 5000 + '}]',
+    '[{"op": "aten::add.Tensor", "count": 1, "shapes": [[' + "9" * 300_000 + ']]}]',
 ])
 def test_malformed_op_lists_are_400_never_500(live: Live, ops: str) -> None:
     doc = (OPLIST_HEAD + ops + "}").encode()

@@ -10,11 +10,11 @@ import functools
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from json.scanner import py_make_scanner  # type: ignore[attr-defined]
 from typing import Any
 from urllib.parse import parse_qs
 
 from opcheck.checker.check import Report, check
+from opcheck.core import jsonio
 from opcheck.core.errors import OpcheckError, UsageError
 from opcheck.web.guard import Ration, client_of
 from opcheck.web.pages.base import Page, plain_template, serve_state, template_helpers
@@ -91,11 +91,7 @@ C_PARSE_MAX = 256 * 1024
 
 
 def parse_json(text: str) -> Any:
-    if len(text) <= C_PARSE_MAX:
-        return json.loads(text)
-    decoder = json.JSONDecoder()
-    decoder.scan_once = py_make_scanner(decoder)  # type: ignore[attr-defined]
-    return decoder.decode(text)
+    return jsonio.loads(text, yielding=len(text) > C_PARSE_MAX)
 
 
 def run_check(state: ServeState, sub: Submission) -> Report:
@@ -107,11 +103,8 @@ def run_check(state: ServeState, sub: Submission) -> Report:
 
     try:
         doc = parse_json(sub.text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"not JSON ({exc.msg} at line {exc.lineno}): expected the op list "
-                         "written by `opcheck trace`") from None
-    except RecursionError:
-        raise UsageError("not an op list: the JSON is nested too deeply") from None
+    except jsonio.JsonInputError as exc:
+        raise UsageError(f"{exc}: expected the op list written by `opcheck trace`") from None
     try:
         oplist = OpList.from_json(doc, source="the submitted op list")
     except (ValueError, TypeError, OverflowError, KeyError, AttributeError,
