@@ -99,6 +99,33 @@ def test_write_failure_after_the_checks_is_one_line_and_exit_2(
     assert one_error_line(r).startswith("opcheck: error: cannot write /proc/version: ")
 
 
+@pytest.mark.parametrize("fmt", ["json", "table"])
+def test_a_full_disk_leaves_the_previous_report_whole(
+        tmp_path: Path, cat_path: Path, clean_ops: Path, monkeypatch: pytest.MonkeyPatch,
+        fmt: str) -> None:
+    """Issue 32: `-o` on a full disk replaced the previous report with an 8 kB fragment."""
+    import errno
+    import os
+
+    out = tmp_path / "report.out"
+    r = invoke(str(clean_ops), "--catalog", str(cat_path), "--torch-npu", OLD,
+               "--format", fmt, "-o", str(out))
+    assert r.exit_code in (0, 1), r.output
+    before = out.read_bytes()
+    assert len(before) > 100
+
+    def full(_fd: int) -> None:  # what the flush of a file on a full disk reports
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    r = invoke(str(clean_ops), "--catalog", str(cat_path), "--torch-npu", OLD,
+               "--format", fmt, "-o", str(out))
+    assert r.exit_code == 2
+    assert one_error_line(r) == f"opcheck: error: cannot write {out}: No space left on device"
+    assert out.read_bytes() == before
+    assert not list(tmp_path.glob(".report.out*"))  # no temp file left
+
+
 @pytest.mark.parametrize("argv", [
     ["workaround", "new", "aten::isin.Tensor_Tensor", "-o", "{missing}"],
     ["workaround", "schema", "-o", "{missing}"],
