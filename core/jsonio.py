@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from json.scanner import py_make_scanner
+from json.scanner import py_make_scanner  # type: ignore[attr-defined]
 from typing import Any
 
 __all__ = ["MAX_INT_DIGITS", "JsonInputError", "loads"]
