@@ -369,6 +369,7 @@ class SocCheck:
     end: int
     when: str  # SoC condition under which it falls back
     fallback: str
+    params: tuple[str, ...] = ()  # the kernel's parameter type classes (to find its overload)
 
 
 _STATIC_BOOL = re.compile(r"static\s+(?:const\s+)?bool\s+(\w+)\s*=\s*([^;]*);", re.S)
@@ -409,5 +410,5 @@ def parse_soc_checks(text: str, *, origin: Origin) -> tuple[SocCheck, ...]:
                     continue  # not about the SoC alone (dtype, a CANN probe...)
                 when = expr
             out.append(SocCheck(fn.name, _line(code, lo + im.start()), fn.line, fn.end_line,
-                                when, im.group(2)))
+                                when, im.group(2), fn.param_classes()))
     return tuple(out)
