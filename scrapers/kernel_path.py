@@ -138,8 +138,10 @@ class _Eval:
 
 
 def soc_holds(expr: str, enum: dict[str, int], soc: str) -> bool:
-    """Whether condition ``expr`` holds on ``soc`` with the release's SoC enum. KeyError when
-    the enum lacks a name the condition or the question uses."""
+    """Whether condition ``expr`` holds on ``soc`` with the release's SoC enum ("": on every
+    SoC). KeyError when the enum lacks a name the condition or the question uses."""
+    if not expr:
+        return True
     if not enum:
         raise KeyError("empty SoC enum")
     return _Eval(expr, enum, soc).parse()
@@ -367,12 +369,13 @@ class SocCheck:
     line: int  # the `if` that falls back
     start: int  # the kernel's first and last line
     end: int
-    when: str  # SoC condition under which it falls back
+    when: str  # SoC condition under which it falls back ("" on every SoC)
     fallback: str
     params: tuple[str, ...] = ()  # the kernel's parameter type classes (to find its overload)
 
 
 _STATIC_BOOL = re.compile(r"static\s+(?:const\s+)?bool\s+(\w+)\s*=\s*([^;]*);", re.S)
+_TOP_RETURN = re.compile(r"\breturn\s+(at::native::foreach_tensor_\w+)\s*\(")
 _IF_RETURN = re.compile(r"\bif\s*\(((?:[^(){};]|\((?:[^(){};]|\([^(){};]*\))*\))*)\)\s*\{\s*"
                         r"return\s+((?:at::native|acl_op)::\w+)\s*\(", re.S)
 
@@ -387,11 +390,18 @@ def parse_soc_checks(text: str, *, origin: Origin) -> tuple[SocCheck, ...]:
         offsets.append(offsets[-1] + len(ln))
     out: list[SocCheck] = []
     for fn in functions:
-        if fn.line - 1 >= len(offsets) or "GetSocVersion" not in code[
-                offsets[fn.line - 1]:offsets[min(fn.end_line, len(lines))]]:
+        if fn.line - 1 >= len(offsets):
             continue
         lo, hi = offsets[fn.line - 1], offsets[min(fn.end_line, len(lines))]
         body = code[lo:hi]
+        for tm in _TOP_RETURN.finditer(body):
+            # at the function body's own level: every call takes PyTorch's per-tensor path
+            if body.count("{", 0, tm.start()) - body.count("}", 0, tm.start()) == 1:
+                out.append(SocCheck(fn.name, _line(code, lo + tm.start()), fn.line,
+                                    fn.end_line, "", tm.group(1), fn.param_classes()))
+                break
+        if "GetSocVersion" not in body:
+            continue
         flags: dict[str, str] = {}
         for sm in _STATIC_BOOL.finditer(body):
             expr = _soc_expr(sm.group(2))

@@ -129,7 +129,7 @@ class KernelPathRules:
                 checks = []
                 for n in sorted(names):
                     got = ctx.text(f"{base}/ops/opapi/{n}")
-                    if "GetSocVersion" in got.text:
+                    if "GetSocVersion" in got.text or "foreach_tensor_" in got.text:
                         checks += [(n, c) for c in ctx.parsed(got, kp.parse_soc_checks)]
             except OpcheckError as exc:
                 ctx.failures.append(str(exc))
