@@ -28,9 +28,11 @@ math may run in float16): a labelled note on float32 calls.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from opcheck.checker.check import Finding, PathHook, Restriction
+from opcheck.core.errors import UsageError
 from opcheck.core.oplist import OpUse
 from opcheck.core.products import canonical_alias
 from opcheck.core.versions import release_key, torch_minor
@@ -78,8 +80,6 @@ def on_off(text: str | None, option: str) -> bool | None:
     """``on``/``off`` (CLI option text) → bool; None when not given."""
     if text is None:
         return None
-    from opcheck.core.errors import UsageError
-
     if text.lower() not in ("on", "off"):
         raise UsageError(f"{option} must be on or off")
     return text.lower() == "on"
@@ -375,12 +375,23 @@ def brief(path: dict[str, str]) -> str:
     return ", ".join(f"{p} {v}" for p, v in path.items())
 
 
-def op_paths(cat: Catalog, op: str, status: Status, kernel: str, release: ReleaseInfo,
-             hardware: str, settings: Settings = Settings()) -> list[Decision]:
-    """The kernel path of ``op`` on one product (``opcheck op X --hardware P``)."""
-    paths = KernelPaths(cat, settings)
+def release_paths(cat: Catalog, op: str,
+                  rows: Iterable[tuple[ReleaseInfo, Status | None, str]], hardware: str,
+                  settings: Settings = Settings()) -> dict[str, Decision]:
+    """``op``'s kernel path on one product in each release (``opcheck op X --hardware P``):
+    ``rows`` are (release, status, kernel label) as the op's history resolves them."""
     product = canonical_alias(hardware)
+    if product is None:
+        raise UsageError(f"no hardware product matches {hardware!r} (aliases: "
+                         f"{', '.join(JUDGED)})")
+    paths = KernelPaths(cat, settings)
     if not paths.known or product not in _PRODUCT_SOCS:
-        return []
-    d = paths.decide(op, status, kernel, release, product)
-    return [d] if d.path else []
+        return {}
+    out: dict[str, Decision] = {}
+    for release, status, kernel in rows:
+        if status is None:
+            continue
+        d = paths.decide(op, status, kernel, release, product)
+        if d.path:
+            out[release.torch_npu] = d
+    return out

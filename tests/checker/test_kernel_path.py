@@ -5,8 +5,11 @@ does. The catalog is the bundled snapshot plus the kernel-path facts read from t
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from testpaths import MODELS
@@ -33,7 +36,7 @@ RELEASE = "2.6.0.post5"  # a tag of the 2.6 line, mirrored with its op-plugin pi
 
 
 @pytest.fixture(scope="module")
-def cat(upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+def cat_path(upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     from opcheck.contrib.workarounds import attach
     from opcheck.core.paths import snapshot_dir
     from opcheck.db.build import write_catalog
@@ -48,8 +51,12 @@ def cat(upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> Catalog:
     ctx.data = data
     KernelPathRules().collect(ctx)
     assert not ctx.failures, ctx.failures
-    path = write_catalog(data, tmp_path_factory.mktemp("kpath") / "catalog.sqlite")
-    return Catalog.load(make_engine(path))
+    return write_catalog(data, tmp_path_factory.mktemp("kpath") / "catalog.sqlite")
+
+
+@pytest.fixture(scope="module")
+def cat(cat_path: Path) -> Catalog:
+    return Catalog.load(make_engine(cat_path))
 
 
 @pytest.fixture(scope="module")
@@ -174,3 +181,30 @@ def test_rules_follow_each_release(cat: Catalog) -> None:
     assert d.path == ACLNN and not d.inferred
     d = paths.decide("aten::add_.Tensor", Status.NPU, "acl_op", new, "910B")
     assert d.path == ACL_OP
+
+
+def test_op_command_shows_the_path(cli: Callable[..., Any], cat_path: Path) -> None:
+    res = cli("op", "aten::_foreach_sqrt", "--hardware", "310P", "--catalog", str(cat_path),
+              "-f", "json")
+    assert res.exit_code == 0, res.output
+    rows = {r["torch_npu"]: r for r in json.loads(res.output)["releases"]}
+    assert rows[RELEASE]["path"] == {"310P": FOREACH_SLOW}
+    assert "ForeachSqrtKernelNpuOpApi.cpp:" in rows[RELEASE]["path_why"]
+    res = cli("op", "aten::add_.Tensor", "--hardware", "910B", "--catalog", str(cat_path))
+    assert res.exit_code == 0, res.output
+    assert "path on 910B" in res.output and "CheckJitDisableInner" in res.output
+    res = cli("op", "aten::add_.Tensor", "--hardware", "910B", "--jit-compile", "maybe",
+              "--catalog", str(cat_path))
+    assert res.exit_code == 2 and "--jit-compile must be on or off" in res.output
+
+
+def test_reports_show_the_path(cat: Catalog, llama: OpList) -> None:
+    from opcheck.checker.formats.report_markdown import render as markdown
+    from opcheck.checker.formats.base import RenderContext
+
+    rep = _report(cat, llama, "310P")
+    doc = rep.to_json()
+    add = next(o for o in doc["ops"] if o["op"] == "aten::add_.Tensor")
+    assert add["path"] == {"310P": ACL_OP}
+    text = markdown(rep, RenderContext(all_ops=True))
+    assert "npu · acl_op" in text and f"npu · {FOREACH_SLOW}" in text
