@@ -207,7 +207,7 @@ class KernelPaths:
                     product, ACLNN, why + label,
                     f"{PYTORCH_URL}/{rec.tag}/{_VARS}#L{rec.aclnn_only_line}",
                     bool(rules.label)))
-            cg = (f"op-plugin's wrapper calls op_api only with jit compile disabled"
+            cg = ("op-plugin's wrapper calls op_api only with jit compile disabled"
                   + (" and inputs in base format" if rec.codegen_base_format else "")
                   + (f" ({rec.codegen_path}:{rec.codegen_line})" if rec.codegen_path else ""))
             if self.settings.jit_compile is not None:

@@ -225,11 +225,10 @@ def _report(cat: Any, oplist: Any, target: Any, why: str, level: FailOn, *, cann
     """The report of one op list on the target, and its exit code."""
     from opcheck.checker.check import all_releases_matrix, baseline_filter
     from opcheck.checker.check import check as run_check
+    from opcheck.checker.kernel_path import Settings, kernel_path_hook
     from opcheck.checker.restrictions import all_restrictions
     from opcheck.contrib.workarounds import workaround_lookup
     from opcheck.core.errors import UsageError
-
-    from opcheck.checker.kernel_path import Settings, kernel_path_hook
 
     report = run_check(cat, oplist, target, cpu_fallback=cpu_fallback,
                        workarounds=workaround_lookup(cat),

@@ -74,9 +74,9 @@ def llama(cat: Catalog) -> OpList:
 
 
 def _report(cat: Catalog, ol: OpList, hardware: str, release: str = RELEASE,
-            settings: Settings = Settings()) -> Report:
+            settings: Settings | None = None) -> Report:
     return check(cat, ol, cat.release(release), restrictions=all_restrictions(cat, hardware),
-                 kernel_paths=kernel_path_hook(cat, hardware, settings))
+                 kernel_paths=kernel_path_hook(cat, hardware, settings or Settings()))
 
 
 def _op(rep: Report, op: str) -> Finding:
@@ -199,8 +199,8 @@ def test_op_command_shows_the_path(cli: Callable[..., Any], cat_path: Path) -> N
 
 
 def test_reports_show_the_path(cat: Catalog, llama: OpList) -> None:
-    from opcheck.checker.formats.report_markdown import render as markdown
     from opcheck.checker.formats.base import RenderContext
+    from opcheck.checker.formats.report_markdown import render as markdown
 
     rep = _report(cat, llama, "310P")
     doc = rep.to_json()

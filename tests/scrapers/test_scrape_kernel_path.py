@@ -127,7 +127,7 @@ def test_foreach_slow_path_and_acl_op_by_soc(upstream: Path) -> None:
 def test_strict_on_unknown_forms() -> None:
     o = Origin("EnvVariables.cpp")
     bad = "bool CheckJitDisableInner()\n{\n    if (IsFoo()) { return true; }\n    return false;\n}\n"
-    with pytest.raises(ScrapeError, match="EnvVariables.cpp"):
+    with pytest.raises(ScrapeError, match=r"EnvVariables\.cpp"):
         kp.parse_jit_rule(bad, origin=o)
     with pytest.raises(ScrapeError):
         kp.parse_jit_rule('REGISTER_OPTION_BOOL_FUNCTION(CheckJitDisable, jitCompile, '
