@@ -344,12 +344,15 @@ def _apply(paths: KernelPaths, use: OpUse, release: ReleaseInfo, decisions: list
     fp32 = any("float32" in d for s in use.signatures for d in s.inputs.values()) or (
         not use.signatures and "float32" in use.dtypes)
     calls = len(use.signatures) or 1
+    shown = "; ".join(_signature(s.inputs) for s in use.signatures[:4]) + (
+        f"; +{len(use.signatures) - 4} more" if len(use.signatures) > 4 else "")
     for d in decisions:
         if d.path in (ACL_OP, f"{ACLNN} or {ACL_OP}"):
             out.append(Restriction(
                 use.op, f"{d.product}: {d.path} path for {calls} call signature"
-                        f"{'s' if calls > 1 else ''} ({d.why}); acl_op path: contract not "
-                        f"published, dtype limits unknown", (), d.link, d.product,
+                        f"{'s' if calls > 1 else ''}" + (f" ({shown})" if shown else "")
+                        + f": {d.why}; acl_op path: contract not published, dtype limits "
+                          f"unknown", (), d.link, d.product,
                 inferred=True, source="kernel_path", basis="kernel path"))
             prec = paths.precision(release, d.product) if fp32 else None
             if prec is not None:
@@ -363,6 +366,10 @@ def _apply(paths: KernelPaths, use: OpUse, release: ReleaseInfo, decisions: list
                 use.op, f"{d.product}: {d.path} ({d.why})", (), d.link, d.product,
                 inferred=d.inferred, source="kernel_path", basis="kernel path", slow=True))
     return out
+
+
+def _signature(inputs: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in inputs.items()) or "no tensor input"
 
 
 def brief(path: dict[str, str]) -> str:

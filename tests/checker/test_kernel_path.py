@@ -107,6 +107,7 @@ def test_fp32_train_on_310p_has_no_false_alarm(cat: Catalog, llama: OpList) -> N
         notes = [r for r in f.restrictions if r.source == "kernel_path"]
         path_note = next(r for r in notes if "acl_op path" in r.text)
         assert "contract not published" in path_note.text and path_note.inferred
+        assert "float32" in path_note.text  # the call signatures it is about
         assert "CheckJitDisableInner" in path_note.text and "EnvVariables.cpp#L" in path_note.link
         # float32 on 310P's acl_op path: the precision mode, labelled
         assert any("allow_fp32_to_fp16" in r.text and r.inferred for r in notes)
@@ -181,6 +182,12 @@ def test_rules_follow_each_release(cat: Catalog) -> None:
     assert d.path == ACLNN and not d.inferred
     d = paths.decide("aten::add_.Tensor", Status.NPU, "acl_op", new, "910B")
     assert d.path == ACL_OP
+    # 950 runs aclnn only (IsAclnnOnly), from the release whose sources name it
+    newest = cat.release("2.9.0.post6")  # v26.1.0
+    d = paths.decide("aten::add_.Tensor", Status.NPU, "aclnn+acl_op", newest, "950")
+    assert d.path == ACLNN and "IsAclnnOnly" in d.why
+    assert paths.decide("aten::add_.Tensor", Status.NPU, "aclnn+acl_op", new, "950").path \
+        == "unknown"  # v7.3.0's SoC enum has no 950
 
 
 def test_op_command_shows_the_path(cli: Callable[..., Any], cat_path: Path) -> None:
