@@ -158,20 +158,27 @@ class KernelPaths:
             held = {soc_holds(rec.jit_condition, rules.enum, s) for s in socs}
             why = (f"jit compile disabled by default where {rec.jit_condition} "
                    f"(CheckJitDisableInner, {rec.tag} {_ENV}:{rec.jit_line})")
+            if ":" in rec.acl_default:
+                why += (f"; CANN's own ACL_OP_JIT_COMPILE default, taken at the first acl_op "
+                        f"use ({rec.acl_default}), can override it")
             return (held.pop() if len(held) == 1 else None), why, link, inferred
         why = (f"jit compile option defaults to {rec.jit_default!r} "
                f"({rec.tag} {_ENV}:{rec.jit_line})")
-        if rec.acl_default_line:
-            # CANN's own default decides at run time; the rule torch_npu later wrote down
-            # stands for it (labelled)
+        if rec.acl_default != "none":
+            # CANN's own default decides at run time (or may: the file that would read it is
+            # not mirrored at this tag); the rule torch_npu later wrote down stands for it
             later = sorted((r for r in self.rules.values() if r.jit_kind == "soc"),
                            key=lambda r: release_key(r.torch_npu))
             if later:
                 ref = later[0]
                 held = {soc_holds(ref.jit_condition, rules.enum, s) for s in socs}
-                why += (f"; at init torch_npu takes CANN's ACL_OP_JIT_COMPILE default "
-                        f"({_LAZY}:{rec.acl_default_line}), not in these sources: inferred "
-                        f"from the rule {ref.torch_npu} writes down ({ref.jit_condition})")
+                read = (f"at init torch_npu takes CANN's ACL_OP_JIT_COMPILE default "
+                        f"({rec.acl_default})" if rec.acl_default else
+                        "whether torch_npu takes CANN's ACL_OP_JIT_COMPILE default at init is "
+                        "not in the files mirrored at this tag (later tags and the newest of "
+                        "its torch line do)")
+                why += (f"; {read}, not written in these sources: inferred from the rule "
+                        f"{ref.torch_npu} writes down ({ref.jit_condition})")
                 return (held.pop() if len(held) == 1 else None), why, link, True
         return rec.jit_default == "disable", why, link, inferred
 

@@ -239,8 +239,9 @@ class KernelPathRuleRec:
     """How torch_npu picks an op's kernel path at one release (``opcheck.scrapers.kernel_path``):
     the jit-compile default (``EnvVariables.cpp``; ``jit_kind`` ``soc``: disabled by default
     where ``jit_condition`` holds, ``option``: the option's default ``jit_default``; empty: no
-    jit option), CANN's own default read at init (``LazyInitAclops.cpp``, ``acl_default_line``
-    0: not read), the precision mode acl_op kernels compile with, the aclnn-only SoCs, the SoC
+    jit option), whether torch_npu takes CANN's own ``ACL_OP_JIT_COMPILE`` default at init
+    (``acl_default``: ``file:line`` where it does, ``none`` when the files read show it does
+    not, empty when the file that would is not mirrored at the tag), the precision mode acl_op kernels compile with, the aclnn-only SoCs, the SoC
     enum (``Name=value,…``) and the op_api condition of op-plugin's generated wrapper at the
     pin. Lines are in the tag's files (``source_id``: its ``torch_npu/csrc``) and the pin's
     ``gen.py`` (``codegen_source_id``)."""
@@ -251,7 +252,7 @@ class KernelPathRuleRec:
     jit_condition: str = ""
     jit_default: str = ""
     jit_line: int = 0
-    acl_default_line: int = 0
+    acl_default: str = ""
     precision_condition: str = ""
     precision_true: str = ""
     precision_false: str = ""

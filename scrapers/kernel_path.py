@@ -234,16 +234,25 @@ def parse_jit_rule(text: str, *, origin: Origin) -> JitRule | None:
 
 
 def parse_acl_default(text: str, *, origin: Origin) -> int:
-    """The line where ``LazyInitAclops.cpp`` sets the jitCompile option from CANN's own
-    ``ACL_OP_JIT_COMPILE`` default (when the user set none); 0 when it does not."""
+    """The line where torch_npu sets the jitCompile option from CANN's own
+    ``ACL_OP_JIT_COMPILE`` default at init, when the user set none (``LazyInitAclops.cpp``:
+    ``GetAndSetDefaultJitCompileByAcl``; earlier ``npu_sys_ctrl.cpp``); 0 when the file does
+    not."""
     code = _blank_comments(text)
     m = re.search(r"void\s+GetAndSetDefaultJitCompileByAcl\s*\(\s*\)\s*\{", code)
     if m is None:
-        return 0
-    if not re.search(r"SetOption\s*\(\s*\"jitCompile\"", text[m.end():m.end() + 800]):
-        raise ScrapeError("GetAndSetDefaultJitCompileByAcl does not set jitCompile",
+        m = re.search(r"AclGetCompileopt\s*\(\s*ACL_OP_JIT_COMPILE", code)
+        if m is None:
+            return 0
+    depth, i = 1, m.end()
+    while depth and i < len(code):  # to the end of the function (or of the one read in)
+        depth += {"{": 1, "}": -1}.get(code[i], 0)
+        i += 1
+    put = re.search(r"SetOption\s*\(\s*\"jitCompile\"", text[m.end():i])
+    if put is None:
+        raise ScrapeError("CANN's ACL_OP_JIT_COMPILE default is read but not set as jitCompile",
                           source=origin.path, line=_line(code, m.start()))
-    return _line(code, m.start())
+    return _line(text, m.end() + put.start())
 
 
 @dataclass(frozen=True)

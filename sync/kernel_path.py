@@ -32,6 +32,7 @@ _FILES = {
     "lazy": "framework/LazyInitAclops.cpp",
     "enum": "core/npu/NpuVariables.h",
     "vars": "core/npu/NpuVariables.cpp",
+    "sysctrl": "core/npu/sys_ctrl/npu_sys_ctrl.cpp",  # mirrored at one tag per torch line
 }
 _CODEGEN = ("torchnpugen/gen.py", "codegen/gen.py")
 
@@ -86,9 +87,15 @@ class KernelPathRules:
         rec = KernelPathRuleRec(rel.torch_npu, tag=rel.tag, jit_kind=jit.kind,
                                 jit_condition=jit.condition, jit_default=jit.default,
                                 jit_line=jit.line, source_id=sid)
+        read_by: list[str] = []  # where torch_npu takes CANN's jit default, "" where not
+        for key in ("lazy", "sysctrl"):
+            if key in present:
+                got, _ = ctx.fetch(present[key], self.name)
+                line = ctx.parsed(got, kp.parse_acl_default)
+                read_by.append(f"{_FILES[key].rsplit('/', 1)[-1]}:{line}" if line else "")
+        rec.acl_default = next((w for w in read_by if w), "none" if "sysctrl" in present else "")
         if "lazy" in present:
             lazy, _ = ctx.fetch(present["lazy"], self.name)
-            rec.acl_default_line = ctx.parsed(lazy, kp.parse_acl_default)
             prec = ctx.parsed(lazy, kp.parse_precision)
             if prec is not None:
                 rec.precision_condition, rec.precision_true = prec.condition, prec.when_true

@@ -177,6 +177,16 @@ def test_rules_follow_each_release(cat: Catalog) -> None:
     old = cat.release("2.6.0")  # v7.1.0: jitCompile option + CANN's default
     d = paths.decide("aten::add_.Tensor", Status.NPU, "aclnn+acl_op", old, "310P")
     assert d.path == ACL_OP and d.inferred and "ACL_OP_JIT_COMPILE" in d.why
+    d = paths.decide("aten::add_.Tensor", Status.NPU, "aclnn+acl_op", old, "910B")
+    assert d.path == ACLNN and d.inferred and "LazyInitAclops.cpp:" in d.why
+    # 6.0-era tags: npu_sys_ctrl.cpp (which takes CANN's default) is mirrored at the newest
+    # tag of each torch line only; elsewhere the report says it cannot see
+    seen = [r for r in cat.releases if r.tag == "v6.0.0.1-pytorch2.3.1"]
+    unseen = [r for r in cat.releases if r.tag == "v6.0.0-pytorch2.3.1"]
+    for rel, text in ((seen, "npu_sys_ctrl.cpp:"), (unseen, "not in the files mirrored")):
+        assert rel, "the snapshot has the 2.3.1 releases"
+        d = paths.decide("aten::add_.Tensor", Status.NPU, "aclnn+acl_op", rel[0], "910B")
+        assert d.path == ACLNN and d.inferred and text in d.why, d.why
     new = cat.release(RELEASE)
     d = paths.decide("aten::add_.Tensor", Status.NPU, "aclnn+acl_op", new, "910B")
     assert d.path == ACLNN and not d.inferred

@@ -73,6 +73,22 @@ def test_every_tag_parses_and_agrees_with_a_plain_reading(upstream: Path) -> Non
     assert {"soc", "option", ""} <= set(kinds.values())
 
 
+def test_cann_default_read_before_lazy_init(upstream: Path) -> None:
+    """6.0-era torch_npu takes CANN's jit default in npu_sys_ctrl.cpp (mirrored at the newest
+    tag of a torch line), 7.x in LazyInitAclops.cpp."""
+    root = upstream / "github/Ascend/pytorch"
+    sys_ctrl = root / f"v6.0.0.1-pytorch2.3.1/{CSRC}/core/npu/sys_ctrl/npu_sys_ctrl.cpp"
+    text, origin = _read(sys_ctrl)
+    line = kp.parse_acl_default(text, origin=origin)
+    assert 'SetOption("jitCompile"' in text.splitlines()[line - 1]
+    later = root / f"v7.0.0.1-pytorch2.4.0/{CSRC}/core/npu/sys_ctrl/npu_sys_ctrl.cpp"
+    assert kp.parse_acl_default(*_read(later)[:1], origin=Origin("s")) == 0
+    lazy = root / f"v7.0.0.1-pytorch2.4.0/{LAZY}"
+    text, origin = _read(lazy)
+    assert 'SetOption("jitCompile"' in text.splitlines()[
+        kp.parse_acl_default(text, origin=origin) - 1]
+
+
 def test_soc_conditions_decide_per_chip(upstream: Path) -> None:
     tag = upstream / "github/Ascend/pytorch/v26.1.0-pytorch2.12.0"
     enum = kp.parse_soc_enum(*_read(tag / ENUM)[:1], origin=Origin("h"))
