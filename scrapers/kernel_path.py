@@ -160,15 +160,15 @@ def parse_soc_enum(text: str, *, origin: Origin) -> dict[str, int]:
     out: dict[str, int] = {}
     nxt = 0
     base = _line(code, m.start(1))
-    for k, item in enumerate(m.group(1).split(",")):
-        item = item.strip()
+    for im in re.finditer(r"[^,]+", m.group(1)):
+        item = im.group(0).strip()
         if not item:
             continue
         em = re.fullmatch(r"(\w+)\s*(?:=\s*(-?\d+))?", item)
         if not em:
-            line = base + m.group(1)[: sum(len(x) + 1 for x in m.group(1).split(",")[:k])].count("\n")
             raise ScrapeError(f"unrecognised SocVersion entry {item!r}", source=origin.path,
-                              line=line)
+                              line=_line(code, m.start(1) + im.start() + len(im.group(0))
+                                         - len(im.group(0).lstrip())))
         if em.group(2) is not None:
             nxt = int(em.group(2))
         out[em.group(1)] = nxt
@@ -207,10 +207,10 @@ def parse_jit_rule(text: str, *, origin: Origin) -> JitRule | None:
         return JitRule("option", default=default, line=_line(text, m.start()))
     f = re.search(r"\bbool\s+CheckJitDisableInner\s*\(\s*\)\s*\{", code)
     if f is None:
-        if re.search(r"\bCheckJitDisable", code):
-            line = _line(code, re.search(r"\bCheckJitDisable", code).start())  # type: ignore[union-attr]
+        other = re.search(r"\bCheckJitDisable", code)
+        if other is not None:
             raise ScrapeError("CheckJitDisable defined in an unrecognised form",
-                              source=origin.path, line=line)
+                              source=origin.path, line=_line(code, other.start()))
         return None
     body_start = f.end()
     depth, i = 1, body_start
