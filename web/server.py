@@ -17,6 +17,52 @@ from opcheck.db.search import search_tables
 from opcheck.web.app import asgi_app
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+# A request's head (request line and headers) arrives in one packet from any real client:
+# a connection still short of a whole head after this long is closed (half-sent headers held
+# 1,500 connections open and slowed new visitors 2.5x). uvicorn times out idle keep-alive
+# connections only.
+HEADER_SECONDS = 5.0
+
+
+def _h11_with_header_deadline() -> type:
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderDeadline(H11Protocol):  # type: ignore[misc]  # uvicorn is untyped here
+        _head_timer: Any = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def _waiting(self) -> bool:
+            return self.cycle is None or bool(self.cycle.response_complete)
+
+        def _arm(self) -> None:
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_later(HEADER_SECONDS, self._head_expired)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def data_received(self, data: bytes) -> None:
+            if self._waiting():
+                self._arm()
+            super().data_received(data)
+            if not self._waiting():
+                self._disarm()
+
+        def _head_expired(self) -> None:
+            self._head_timer = None
+            if self._waiting() and not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return HeaderDeadline
 
 
 def sql_allowed_by_default(host: str) -> bool:
@@ -67,7 +113,8 @@ def _run(catalog: Path, sock: socket.socket, ready: Any = None, *,
     # unknown method): a 400/405, never a traceback.
     config = uvicorn.Config(asgi_app(catalog, ready, allow_sql=allow_sql), log_level="warning",
                             access_log=False, lifespan="on", proxy_headers=trust_proxy,
-                            forwarded_allow_ips="*" if trust_proxy else None, http="h11")
+                            forwarded_allow_ips="*" if trust_proxy else None,
+                            http=_h11_with_header_deadline())
     uvicorn.Server(config).run(sockets=[sock])
 
 

@@ -615,3 +615,31 @@ def test_one_step_memory_bombs_fail_fast(live: Live) -> None:
         assert seconds < 1.0
         assert len(body) < 10_000
     assert live.rss_kb() - before < 100_000  # kB: nothing near the 200 MB asked for
+
+
+def test_half_sent_headers_are_timed_out(live: Live) -> None:
+    """Issue 32: 1,500 connections each holding half a request head were never closed."""
+    from opcheck.web.server import HEADER_SECONDS
+
+    slow = []
+    for i in range(300):
+        s = socket.create_connection(("127.0.0.1", live.port), timeout=30,
+                                     source_address=(f"127.0.5.{i % 200 + 2}", 0))
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: ")
+        slow.append(s)
+    try:
+        with visitor(live) as latencies:
+            time.sleep(1.0)
+        assert p95(latencies) <= P95_LIMIT, f"visitor p95 {p95(latencies) * 1000:.0f} ms"
+        time.sleep(HEADER_SECONDS + 1.5)
+        closed = 0
+        for s in slow:
+            s.settimeout(2)
+            try:
+                closed += s.recv(100) == b""
+            except OSError:
+                closed += 1
+        assert closed == len(slow)
+    finally:
+        for s in slow:
+            s.close()
