@@ -44,10 +44,6 @@ RUN_TIMEOUT = 300.0
 RUN_MEMORY_MB = 8192
 RUN_MAX_STEPS = 2
 
-# How each surface says how to choose another target (the end of the target note).
-HOW_CLI = "; choose another with --torch-npu, --torch or --cann"
-
-
 @dataclass(frozen=True)
 class Recorded:
     """An op list already in hand (pasted JSON, a parsed runtime log)."""
@@ -124,7 +120,9 @@ class CheckRequest:
     # an op list that stopped early is not by itself a finding (`run --partial`)
     allow_incomplete: bool = False
     baseline: Mapping[str, Any] | None = None  # a previous report document
-    how: str = HOW_CLI  # the surface's words for choosing another target
+    # the surface's words for choosing another target (the end of the target note); None:
+    # the command line's (``target_reason``'s default)
+    how: str | None = None
 
 
 @dataclass(frozen=True)
@@ -219,9 +217,10 @@ class CheckUseCase:
                 notes.append(note)
         release = select_target(cat, torch_npu=torch_npu, cann=request.cann,
                                 torch=request.torch, installed_torch=request.installed_torch)
+        how = {} if request.how is None else {"how": request.how}
         notes.append(target_reason(cat, release, torch_npu=torch_npu, cann=request.cann,
                                    torch=request.torch, installed_torch=request.installed_torch,
-                                   how=request.how))
+                                   **how))
         return Target(release, tuple(notes))
 
     # --- the op list ----------------------------------------------------------------------
