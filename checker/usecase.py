@@ -30,7 +30,7 @@ from opcheck.core.vocab import FailOn
 if TYPE_CHECKING:
     # Imported on use: the CLI registers its commands (and their defaults from here) without
     # loading the database layer.
-    from opcheck.checker.check import Report, RestrictionLookup, WorkaroundLookup
+    from opcheck.checker.check import PathHook, Report, RestrictionLookup, WorkaroundLookup
     from opcheck.db.catalog import Catalog, ReleaseInfo
 
 # The exit code of a script that raised or was stopped (``opcheck run`` without --partial):
@@ -113,6 +113,10 @@ class CheckRequest:
     # the installed torch (picks the default target); None on the web, which has none
     installed_torch: str | None = None
     hardware: str | None = None  # a product alias or part of a product name
+    # torch.npu.set_compile_mode(jit_compile=...) and inputs in an internal format (NZ): which
+    # kernel runs a call (opcheck.checker.kernel_path); None: torch_npu's default
+    jit_compile: bool | None = None
+    internal_format: bool | None = None
     cpu_fallback: bool = True
     all_releases: bool = False
     graph: bool = False
@@ -195,6 +199,7 @@ class CheckUseCase:
         self.with_restrictions = restrictions
         self.progress = progress
         self._restrictions: dict[str | None, RestrictionLookup | None] = {}
+        self._paths: dict[tuple[str | None, bool | None, bool | None], PathHook | None] = {}
         self._composites: list[str] | None = None
 
     # --- the target -----------------------------------------------------------------------
@@ -275,7 +280,8 @@ class CheckUseCase:
         release = target.release
         report = check(cat, oplist, release, cpu_fallback=request.cpu_fallback,
                        workarounds=self.workarounds,
-                       restrictions=self.restrictions(request.hardware), cann=request.cann)
+                       restrictions=self.restrictions(request.hardware), cann=request.cann,
+                       kernel_paths=self.kernel_paths(request))
         report.notes[:0] = target.notes
         if request.all_releases:
             report.matrix = all_releases_matrix(cat, oplist, cpu_fallback=request.cpu_fallback)
@@ -299,6 +305,15 @@ class CheckUseCase:
 
             self._restrictions[key] = all_restrictions(self.catalog, key)
         return self._restrictions[key]
+
+    def kernel_paths(self, request: CheckRequest) -> PathHook | None:
+        key = (request.hardware or None, request.jit_compile, request.internal_format)
+        if key not in self._paths:
+            from opcheck.checker.kernel_path import Settings, kernel_path_hook
+
+            self._paths[key] = kernel_path_hook(
+                self.catalog, key[0], Settings(request.jit_compile, request.internal_format))
+        return self._paths[key]
 
     @staticmethod
     def exit_code(request: CheckRequest, report: Report) -> int:

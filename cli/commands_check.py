@@ -77,6 +77,8 @@ CannOpt = Annotated[str | None, typer.Option(
 TorchOpt = Annotated[str | None, typer.Option(
     "--torch", help="Target torch version line, e.g. 2.6", show_default=False)]
 HardwareOpt = Annotated[str | None, typer.Option("--hardware", help="Target product: 910A, 910B (A2), 910C (A3), 310P, 310B, 950; default: every product the docs name", show_default=False)]
+JitCompileOpt = Annotated[str | None, typer.Option("--jit-compile", help="on | off: torch.npu.set_compile_mode(jit_compile=...) (ops with both kernels run aclnn only with it off); default: torch_npu's default on the product", show_default=False)]
+InternalFormatOpt = Annotated[str | None, typer.Option("--internal-format", help="on | off: inputs in an internal format such as NZ (ops with both kernels then run acl_op); default: off (base format assumed)", show_default=False)]
 NoCpuFallbackOpt = Annotated[bool, typer.Option(
     "--no-cpu-fallback", help="Model TORCH_NPU_FALLBACK_CPU_DISABLE=1: fallbacks become errors")]
 AllReleasesOpt = Annotated[bool, typer.Option(
@@ -145,6 +147,8 @@ def check(
     cann: CannOpt = None,
     torch: TorchOpt = None,
     hardware: HardwareOpt = None,
+    jit_compile: JitCompileOpt = None,
+    internal_format: InternalFormatOpt = None,
     no_cpu_fallback: NoCpuFallbackOpt = False,
     all_releases: AllReleasesOpt = False,
     all_ops: AllOpsOpt = False,
@@ -180,6 +184,10 @@ def check(
 
         ensure_writable(output)
         level = fail_level(fail_on)
+        from opcheck.checker.kernel_path import on_off
+
+        jit, internal = on_off(jit_compile, "--jit-compile"), on_off(internal_format,
+                                                                      "--internal-format")
         several = models is not None and len(models) > 1
         if several:
             _refuse_for_several(fmt, model_spec=model_spec, log=log, baseline=baseline)
@@ -189,8 +197,9 @@ def check(
                    memory_mb, fast) for m in given]
         request = CheckRequest(
             inputs[0], torch_npu=torch_npu, cann=cann, torch=torch,
-            installed_torch=_installed_torch(), hardware=hardware,
-            cpu_fallback=not no_cpu_fallback, all_releases=all_releases, graph=graph,
+            installed_torch=_installed_torch(), hardware=hardware, jit_compile=jit,
+            internal_format=internal, cpu_fallback=not no_cpu_fallback,
+            all_releases=all_releases, graph=graph,
             fail_on=level, allow_incomplete=allow_incomplete,
             baseline=load_baseline(baseline) if baseline is not None else None)
         if several:

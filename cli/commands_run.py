@@ -17,6 +17,8 @@ from opcheck.cli.commands_check import (
     FailOnOpt,
     GraphOpt,
     HardwareOpt,
+    InternalFormatOpt,
+    JitCompileOpt,
     NoCpuFallbackOpt,
     ReportFormatOpt,
     ReportOutputOpt,
@@ -42,6 +44,8 @@ def run(
     cann: CannOpt = None,
     torch: TorchOpt = None,
     hardware: HardwareOpt = None,
+    jit_compile: JitCompileOpt = None,
+    internal_format: InternalFormatOpt = None,
     no_cpu_fallback: NoCpuFallbackOpt = False,
     all_releases: AllReleasesOpt = False,
     all_ops: AllOpsOpt = False,
@@ -83,6 +87,7 @@ def run(
     with handle_errors():
         REPORT_FORMATS.get(fmt)  # an unknown format is a usage error before any work
         from opcheck.checker.check import fail_level
+        from opcheck.checker.kernel_path import on_off
         from opcheck.checker.usecase import CheckRequest, ScriptInput, load_baseline, tracer_ahead
         from opcheck.cli.commands_check import _emit, _installed_torch, _usecase
         from opcheck.cli.common import ensure_writable
@@ -92,7 +97,9 @@ def run(
             ScriptInput(script, tuple(script_args or ()), max_steps=max_steps, timeout=timeout,
                         memory_mb=memory_mb),
             torch_npu=torch_npu, cann=cann, torch=torch, installed_torch=_installed_torch(),
-            hardware=hardware, cpu_fallback=not no_cpu_fallback, all_releases=all_releases,
+            hardware=hardware, jit_compile=on_off(jit_compile, "--jit-compile"),
+            internal_format=on_off(internal_format, "--internal-format"),
+            cpu_fallback=not no_cpu_fallback, all_releases=all_releases,
             graph=graph, fail_on=fail_level(fail_on),
             # --partial: the user accepts the ops before the error as the answer
             allow_incomplete=partial,

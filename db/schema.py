@@ -35,7 +35,9 @@ from opcheck.db.data import (
     GraphConverterRec,
     GraphConverterRow,
     GraphPinRec,
+    KernelPathRuleRec,
     KernelRec,
+    KernelSocCheckRec,
     OpAclnnRec,
     OperatorRec,
     PythonRec,
@@ -188,6 +190,11 @@ TABLES: tuple[Table, ...] = (
           lambda d: [r for g in d.graph_converters for r in g.rows()], references=_FROM_SOURCE,
           # one index for both reads: an op at one commit (a check), an op at every commit
           indexes=(("ix_graph_converter_op_source", ("op", "source_id")),)),
+    # no reference to release: rules of a tag kept when the catalog has a subset of releases
+    Table("kernel_path_rule", KernelPathRuleRec, lambda d: d.kernel_path_rules,
+          key="torch_npu", references={"codegen_source_id": "source.id", **_FROM_SOURCE}),
+    Table("kernel_soc_check", KernelSocCheckRec, lambda d: d.kernel_soc_checks,
+          indexed=("op",), references=_FROM_SOURCE),
 )
 
 
@@ -284,4 +291,7 @@ FILES: tuple[File, ...] = (
     # optional: a snapshot written before graph mode still reads (graph status unknown)
     File("graph_pins.tsv", GraphPinRec, "graph_pins", optional=True),
     File("graph_converters.tsv", GraphConverterRec, "graph_converters", optional=True),
+    # optional: a snapshot written before the kernel-path facts still reads (path unknown)
+    File("kernel_path_rules.tsv", KernelPathRuleRec, "kernel_path_rules", optional=True),
+    File("kernel_soc_checks.tsv", KernelSocCheckRec, "kernel_soc_checks", optional=True),
 )

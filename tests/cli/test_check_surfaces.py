@@ -91,7 +91,8 @@ def test_check_run_and_web_give_the_same_report(
         cli: Callable[..., Result], web: Callable[..., Any], bundled_catalog: Path,
         ops_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     options = ("--catalog", str(bundled_catalog), "--torch-npu", TARGET, "--cann", CANN,
-               "--hardware", HARDWARE, "--graph", "--all-releases", "--no-cpu-fallback",
+               "--hardware", HARDWARE, "--jit-compile", "off", "--internal-format", "on",
+               "--graph", "--all-releases", "--no-cpu-fallback",
                "--fail-on", "never", "-f", "json")
     one = _json(cli("check", str(ops_file), *options))
     # several models: one report each, on one target
@@ -100,7 +101,7 @@ def test_check_run_and_web_give_the_same_report(
     several = _json(cli(str(ops_file), str(other), *options))
     run = _json(_run(cli, monkeypatch, tmp_path, *options))
     page = web(f"/-/check?release={TARGET}&cann={CANN}&hardware={HARDWARE}&graph=1"
-               "&all_releases=1&no_cpu_fallback=1", content=oplist().dumps(),
+               "&all_releases=1&no_cpu_fallback=1&jit_compile=off&internal_format=on", content=oplist().dumps(),
                headers={"content-type": "application/json"})
 
     assert several["models"] == [str(ops_file), str(other)]

@@ -3,7 +3,8 @@ as ``opcheck check`` checks it: the page builds a request for the check use case
 (``opcheck.checker.usecase``) and renders its report.
 
 Form fields (and, for a JSON POST, query parameters): ``release``, ``cann``, ``hardware``,
-``no_cpu_fallback``, ``all_releases``, ``graph``; the form also takes a ``baseline`` report
+``jit_compile`` and ``internal_format`` (on/off), ``no_cpu_fallback``, ``all_releases``,
+``graph``; the form also takes a ``baseline`` report
 JSON (file), like ``--baseline``."""
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ import functools
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from json.scanner import py_make_scanner  # type: ignore[attr-defined]
 from typing import Any
 from urllib.parse import parse_qs
 
 from opcheck.checker.check import Report
+from opcheck.core import jsonio
 from opcheck.core.errors import OpcheckError, UsageError
 from opcheck.web.guard import Ration, client_of
 from opcheck.web.pages.base import Page, plain_template, serve_state, template_helpers
@@ -34,6 +35,7 @@ MAX_UPLOAD = 5 * 1024 * 1024  # an op list of a large model is ~100 kB; anything
 # universe ~3,700. The report page lists each on the event loop, so a list of 40,000 made-up
 # names is refused rather than rendered.
 MAX_OPS = 5000
+MAX_FORM_PARTS = 32  # the form has eleven fields
 
 
 # How the page says how to choose another target (the end of the report's target note).
@@ -47,6 +49,8 @@ class Submission:
     cpu_fallback: bool = True
     hardware: str = ""  # product name or part of it; "" = limits that hold on every product
     cann: str = ""
+    jit_compile: bool | None = None  # None: torch_npu's default on the product
+    internal_format: bool | None = None
     all_releases: bool = False
     graph: bool = False
     baseline: str = ""  # a previous report JSON: only what changed is shown
@@ -58,6 +62,11 @@ def parse_form(content_type: str, body: bytes) -> dict[str, str]:
         raise UsageError(f"the upload is larger than {MAX_UPLOAD // (1024 * 1024)} MB: "
                          "an op list is far smaller")
     ctype = content_type.split(";", 1)[0].strip().lower()
+    parts = _form_parts(ctype, content_type, body)
+    if parts > MAX_FORM_PARTS:
+        # counted before parsing: 90,000 parts took the parser 20 s of a check slot
+        raise UsageError(f"the form has {parts} parts: this page's form has {MAX_FORM_PARTS} "
+                         "at most")
     if ctype == "multipart/form-data":
         head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
         msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
@@ -76,6 +85,17 @@ def parse_form(content_type: str, body: bytes) -> dict[str, str]:
     raise UsageError(f"unsupported content type {ctype!r}")
 
 
+def _form_parts(ctype: str, content_type: str, body: bytes) -> int:
+    if ctype == "multipart/form-data":
+        boundary = ""
+        for param in content_type.split(";")[1:]:
+            key, _, value = param.strip().partition("=")
+            if key.lower() == "boundary":
+                boundary = value.strip('"')
+        return body.count(b"--" + boundary.encode("latin-1", "replace")) - 1 if boundary else 0
+    return body.count(b"&") + 1 if body else 0
+
+
 def _as_text(raw: bytes) -> str:
     # Model archives and pickles are refused by their first bytes: this page reads op lists
     # only and never loads a model.
@@ -90,6 +110,8 @@ def _as_text(raw: bytes) -> str:
 
 def submission_from_fields(fields: dict[str, str], text: str | None = None) -> Submission:
     """The submission of the form's fields (``text``: the op list POSTed as the body)."""
+    from opcheck.checker.kernel_path import on_off
+
     if text is None:
         text = fields.get("file", "").strip() or fields.get("oplist", "").strip()
         if not text:
@@ -98,6 +120,10 @@ def submission_from_fields(fields: dict[str, str], text: str | None = None) -> S
                       cpu_fallback=fields.get("no_cpu_fallback", "") == "",
                       hardware=fields.get("hardware", "").strip(),
                       cann=fields.get("cann", "").strip(),
+                      jit_compile=on_off(fields.get("jit_compile", "").strip() or None,
+                                         "jit_compile"),
+                      internal_format=on_off(fields.get("internal_format", "").strip() or None,
+                                             "internal_format"),
                       all_releases=fields.get("all_releases", "") != "",
                       graph=fields.get("graph", "") != "",
                       baseline=fields.get("baseline", "").strip())
@@ -105,8 +131,8 @@ def submission_from_fields(fields: dict[str, str], text: str | None = None) -> S
 
 # The options a JSON POST takes as query parameters (the form's fields of the same names).
 # ``_format=json``: the report document instead of the page (also for a form POST).
-QUERY_OPTIONS = ("release", "cann", "hardware", "no_cpu_fallback", "all_releases", "graph",
-                 "_format")
+QUERY_OPTIONS = ("release", "cann", "hardware", "jit_compile", "internal_format",
+                 "no_cpu_fallback", "all_releases", "graph", "_format")
 
 
 # json.loads parses in C without letting go of the GIL: a 4 MB document would stop the event
@@ -116,11 +142,7 @@ C_PARSE_MAX = 256 * 1024
 
 
 def parse_json(text: str) -> Any:
-    if len(text) <= C_PARSE_MAX:
-        return json.loads(text)
-    decoder = json.JSONDecoder()
-    decoder.scan_once = py_make_scanner(decoder)  # type: ignore[attr-defined]
-    return decoder.decode(text)
+    return jsonio.loads(text, yielding=len(text) > C_PARSE_MAX)
 
 
 def run_check(state: ServeState, sub: Submission) -> Report:
@@ -145,7 +167,8 @@ def run_check(state: ServeState, sub: Submission) -> Report:
         raise UsageError("the baseline is not an opcheck report JSON (no ops list)")
     request = CheckRequest(
         Recorded(oplist), torch_npu=sub.release or None, cann=sub.cann or None,
-        hardware=sub.hardware or None, cpu_fallback=sub.cpu_fallback,
+        hardware=sub.hardware or None, jit_compile=sub.jit_compile,
+        internal_format=sub.internal_format, cpu_fallback=sub.cpu_fallback,
         all_releases=sub.all_releases, graph=sub.graph, baseline=baseline, how=HOW_WEB)
     usecase = CheckUseCase(state.catalog, workarounds=state.facts.workarounds,
                            restrictions=state.has_api_docs)
@@ -155,10 +178,8 @@ def run_check(state: ServeState, sub: Submission) -> Report:
 def _json_document(text: str, what: str) -> Any:
     try:
         return parse_json(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"not JSON ({exc.msg} at line {exc.lineno}): expected {what}") from None
-    except RecursionError:
-        raise UsageError(f"not {what}: the JSON is nested too deeply") from None
+    except jsonio.JsonInputError as exc:
+        raise UsageError(f"{exc}: expected {what}") from None
 
 
 # A 5 MB op list takes seconds of CPU to read and check. Checks run on one thread per worker
@@ -271,4 +292,4 @@ async def view(datasette: Any, request: Any) -> Any:
 # The page changes nothing on the server, so a forged POST can do no harm; a CSRF token would
 # also stop scripts that POST op lists as JSON.
 PAGE = Page(VIEW_NAME, rf"^{PATH}$", PATH, TEMPLATE, view, cached=False, csrf_exempt=True,
-            max_body=MAX_UPLOAD)
+            max_body=MAX_UPLOAD, methods=frozenset({"GET", "HEAD", "POST"}))
