@@ -485,7 +485,7 @@ _DT = _DTYPE.pattern.replace("(?<![A-Za-z0-9_])(", "(?<![A-Za-z0-9_])(?:", 1)
 # "<product>：数据类型支持FLOAT、FLOAT16。", "self和out数据类型支持…", "支持数据类型…": a plain
 # list of what those products accept (nothing else said), so exhaustive there, as 仅支持 is
 _LIST_STATEMENT = re.compile(
-    rf"^(?:(?:入参|出参)?`?[A-Za-z_][A-Za-z0-9_]*`?\s*(?:[、和与及,，]\s*)?)*(?:的)?(?:数据类型)?(?:支持|为)"
+    rf"^(?:(?:入参|出参)?`?[A-Za-z_][A-Za-z0-9_]*(?![A-Za-z0-9_])`?\s*(?:[、和与及,，]\s*)?)*(?:的)?(?:数据类型)?(?:支持|为)"
     rf"(?:的)?(?:数据类型)?\s*[：:]?\s*{_DT}(?:\s*[、,，/]\s*{_DT})*\s*"
     r"(?:[。；;.]|，且与\S+满足\[?互推导关系.*)?$")
 _CONDITION = re.compile(r"当|仅当|时[，,：:]|场景|如下条件|情况下")

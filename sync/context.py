@@ -101,10 +101,7 @@ def _packages_digest() -> str:
         pass
     # so are the HTML parsers' (scrapers/html.py: Beautiful Soup on lxml)
     for dist in ("beautifulsoup4", "lxml"):
-        try:
-            h.update(f"\0{dist}={importlib.metadata.version(dist)}".encode())
-        except importlib.metadata.PackageNotFoundError:
-            pass
+        h.update(f"\0{dist}={importlib.metadata.version(dist)}".encode())
     for package in _PARSER_PACKAGES:
         for f in sorted((root / package).rglob("*.py")):
             h.update(f"\0{f.relative_to(root).as_posix()}\0".encode())

@@ -1,0 +1,128 @@
+"""scrapers/html.py: the one HTML-table reader (Beautiful Soup) of aclnn pages, return-code
+pages and the torch_npu API docs."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from opcheck.scrapers import html
+from opcheck.scrapers.html import CANN_CELLS, CellText, tables
+
+PAGE = """# title
+
+intro with a < sign and &amp;
+
+<table>
+<tr><th>参数名</th><th>数据类型</th></tr>
+<tr>
+  <td rowspan="2">self</td>
+  <td>FLOAT、<br>FLOAT16 &amp; <term>Atlas 训练系列产品</term></td>
+</tr>
+<tr><td colspan=" 2 ">x<!-- a comment --></td></tr>
+</table>
+
+text between
+
+<table><tr><td>a</td></tr></table>
+"""
+
+
+def _cells(t: html.Table) -> list[tuple[int, list[tuple[str, int, str, str, bool]]]]:
+    return [(r.line, [(c.text, c.line, c.rowspan, c.colspan, c.header) for c in r.cells])
+            for r in t.rows]
+
+
+def test_rows_cells_lines_spans_and_text() -> None:
+    first, second = tables(PAGE, CANN_CELLS)
+    assert (first.line, first.end_line, second.line, second.end_line) == (5, 12, 16, 16)
+    assert _cells(first) == [
+        (6, [("参数名", 6, "", "", True), ("数据类型", 6, "", "", True)]),
+        (7, [("self", 8, "2", "", False),
+             ("FLOAT、\nFLOAT16 & <term>Atlas 训练系列产品</term>", 9, "", "", False)]),
+        (11, [("x", 11, "", "2", False)]),  # comments are not text
+    ]
+    assert _cells(second) == [(16, [("a", 16, "", "", False)])]
+    assert tables("no table here") == []
+
+
+def test_cell_text_styles() -> None:
+    block = "<table><tr><td><p>one</p><code>x</code><li>two</li><term>T</term></td></tr></table>"
+    [t] = tables(block, CellText(breaks=frozenset({"br"}), ends=frozenset({"p", "li"}),
+                                 marks=(("code", "`", "`"),)))
+    assert t.rows[0].cells[0].text == "one\n`x`two\nT"
+    [t] = tables(block)
+    assert t.rows[0].cells[0].text == "\nonex\ntwoT"
+
+
+def test_missing_end_tags_are_read_as_a_browser_does() -> None:
+    """Upstream omits ``</td>`` before ``</tr>`` (and before the next ``<td>``): the cell is
+    the rest of the row (the old event reader dropped it, or shifted the row's cells)."""
+    block = ("<table>\n<tr><td>a</td><td>b</td></tr>\n<tr>\n<td>lost</tr>\n"
+             "<tr><td>-\n<td>int64_t</td></tr>\n</table>")
+    [t] = tables(block)
+    assert [[c.text.strip() for c in r.cells] for r in t.rows] == [
+        ["a", "b"], ["lost"], ["-", "int64_t"]]
+    assert [c.line for c in t.rows[2].cells] == [5, 6]
+
+
+def test_a_stray_second_table_tag_nests_nothing() -> None:
+    """Seen upstream: ``<table …><colgroup>…</colgroup>\\n<table><thead>…``: the rows are the
+    table's own (they were read as a nested table's and lost)."""
+    block = ("<table style='x'><colgroup><col></colgroup>\n<table><thead>\n<tr><th>h</th></tr>"
+             "</thead>\n<tbody><tr><td>v</td></tr></tbody>\n</table>")
+    [t] = tables(block)
+    assert [(r.line, [c.text for c in r.cells]) for r in t.rows] == [(3, ["h"]), (4, ["v"])]
+
+
+def test_a_table_inside_a_cell_is_that_cells_text() -> None:
+    """Its rows are not the outer table's. The block ends at the first ``</table>``, as the
+    readers before this one cut it: the outer cells after an inner table are not read."""
+    block = ("<table><tr><td>outer<table><tr><td>inner</td></tr></table></td>"
+             "<td>next</td></tr></table>")
+    [t] = tables(block)
+    assert [[c.text for c in r.cells] for r in t.rows] == [["outerinner"]]
+
+
+def test_markup_lxml_repairs_falls_back_to_html_parser_lines() -> None:
+    """A ``<tr`` the tree does not hold (here inside an attribute) breaks the tag-to-line
+    matching: html.parser's own lines are used instead, and the rows are the same."""
+    block = '<table>\n<tr>\n<td title="a <tr> b">x</td>\n</tr>\n<tr><td>y</td></tr>\n</table>'
+    [t] = tables(block)
+    assert [(r.line, [(c.text, c.line) for c in r.cells]) for r in t.rows] == [
+        (2, [("x", 3)]), (5, [("y", 5)])]
+
+
+def test_identical_blocks_are_parsed_once() -> None:
+    block = "<table><tr><td>memo</td></tr></table>"
+    html._rows.cache_clear()
+    text = f"{block}\n\n{block}\n"
+    a, b = tables(text)
+    assert html._rows.cache_info().hits == 1
+    assert (a.line, b.line) == (1, 3) and a.rows[0].cells[0].line == 1
+    assert b.rows[0].cells[0].line == 3  # the shared rows are moved to each block's line
+
+
+def _sample(upstream: Path, n: int) -> list[Path]:
+    pages = sorted(p for p in (upstream / "github" / "hicann").rglob("aclnn*.md")
+                   if "<table" in p.read_text(encoding="utf-8"))
+    return random.Random(26).sample(pages, n)
+
+
+@pytest.mark.upstream
+def test_lxml_and_html_parser_read_real_pages_alike(upstream: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The choice of parser is speed only: on real pages both give the same rows and lines
+    (a page whose tree lxml repairs goes to html.parser anyway)."""
+    for path in _sample(upstream, 40):
+        text = path.read_text(encoding="utf-8")
+        html._rows.cache_clear()
+        monkeypatch.setattr(html, "PARSER", "lxml")
+        fast = tables(text, CANN_CELLS)
+        html._rows.cache_clear()
+        monkeypatch.setattr(html, "PARSER", "html.parser")
+        slow = tables(text, CANN_CELLS)
+        assert fast == slow, path
+    html._rows.cache_clear()
