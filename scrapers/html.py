@@ -23,7 +23,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from bs4 import BeautifulSoup, NavigableString, SoupStrainer, Tag
+from bs4 import BeautifulSoup
+from bs4.element import NavigableString, Tag
+from bs4.filter import SoupStrainer
 
 __all__ = ["CANN_CELLS", "Cell", "CellText", "Row", "Table", "tables"]
 
