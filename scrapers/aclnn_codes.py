@@ -138,7 +138,7 @@ def _html_tables(text: str) -> list[list[tuple[bool, list[_Cell]]]]:
         out.append([(any(c.header for c in r.cells),
                      [_Cell(_clean(_TERM.sub("", c.text)), c.line, _rowspan(c.rowspan))
                       for c in r.cells])
-                    for r in t.rows if r.tr])
+                    for r in t.rows])
     return out
 
 

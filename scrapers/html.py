@@ -59,9 +59,8 @@ class Cell:
 
 @dataclass(frozen=True)
 class Row:
-    line: int  # 1-based line of the <tr> (of the first cell when the cell has no <tr>)
+    line: int  # 1-based line of the <tr> (of the first cell when the row has no <tr>)
     cells: tuple[Cell, ...]
-    tr: bool  # the row is a <tr> (not cells outside any row)
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,7 @@ def _shift(row: Row, by: int) -> Row:
     if not by:
         return row
     return Row(row.line + by, tuple(Cell(c.text, c.line + by, c.rowspan, c.colspan, c.header)
-                                    for c in row.cells), row.tr)
+                                    for c in row.cells))
 
 
 @lru_cache(maxsize=8192)
@@ -124,12 +123,13 @@ def _rows_by(block: str, style: CellText, parser: str) -> tuple[Row, ...] | None
     for tr, cells in _walk(soup):
         found = tuple(Cell(_text(c, style), lines[id(c)], _attr(c, "rowspan"),
                            _attr(c, "colspan"), c.name == "th") for c in cells)
-        rows.append(Row(lines[id(tr)] if tr is not None else found[0].line, found, tr is not None))
+        rows.append(Row(lines[id(tr)] if tr is not None else found[0].line, found))
     return tuple(rows)
 
 
 def _walk(top: Tag) -> list[tuple[Tag | None, list[Tag]]]:
-    """(row, its cells) in document order; cells outside any ``<tr>`` make rows of their own.
+    """(row, its cells) in document order; consecutive cells outside any ``<tr>`` make a row
+    of their own (the ``<tr>`` a browser implies; upstream forgets one now and then).
     Cells are not entered: a table inside a cell is part of that cell's text. A ``<table>``
     written again inside the table itself (seen upstream: a stray second ``<table>`` after the
     ``<colgroup>``) nests nothing: its rows are the table's rows."""
@@ -140,10 +140,12 @@ def _walk(top: Tag) -> list[tuple[Tag | None, list[Tag]]]:
             if not isinstance(child, Tag):
                 continue
             if child.name in ("td", "th"):
-                if row is None:
-                    rows.append((None, [child]))
-                else:
+                if row is not None:
                     row.append(child)
+                elif rows and rows[-1][0] is None:
+                    rows[-1][1].append(child)  # cells between rows make one (implied <tr>)
+                else:
+                    rows.append((None, [child]))
             elif child.name == "tr":
                 rows.append((child, []))
                 visit(child, rows[-1][1])

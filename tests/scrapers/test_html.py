@@ -68,6 +68,17 @@ def test_missing_end_tags_are_read_as_a_browser_does() -> None:
     assert [c.line for c in t.rows[2].cells] == [5, 6]
 
 
+def test_cells_without_a_tr_make_one_row() -> None:
+    """Upstream (aclnnGeGluBackward, 8.5.0) forgets a ``<tr>``: the cells between two rows
+    are one row, as a browser shows them (each cell was a row of its own, its text read as a
+    parameter name)."""
+    block = ("<table>\n<tr><td>a</td><td>b</td></tr>\n  <td>gelu</td>\n  <td>输入</td>\n"
+             "</tr>\n<tr><td>dim</td><td>x</td></tr>\n</table>")
+    [t] = tables(block)
+    assert [(r.line, [c.text for c in r.cells]) for r in t.rows] == [
+        (2, ["a", "b"]), (3, ["gelu", "输入"]), (6, ["dim", "x"])]
+
+
 def test_a_stray_second_table_tag_nests_nothing() -> None:
     """Seen upstream: ``<table …><colgroup>…</colgroup>\\n<table><thead>…``: the rows are the
     table's own (they were read as a nested table's and lost)."""
