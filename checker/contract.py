@@ -155,7 +155,9 @@ def _bindings(doc: FunctionDoc, sig: Signature) -> list[tuple[db.ParamFact, str]
     # The recorded outputs, in order, fill the page's output parameters in order (values,
     # indices); an ``out=`` argument is bound above by name. Only when the counts agree, or
     # the page has a single output, is an output bound: never to the first one by default.
-    outputs = [p for p in doc.params if p.is_output and p.param not in sig.inputs]
+    # (the catalog keeps parameters sorted by name: the page's order is their line order)
+    outputs = sorted((p for p in doc.params if p.is_output and p.param not in sig.inputs),
+                     key=lambda p: p.line)
     produced = [cann_dtype(d) for d in sig.outputs]
     if len(outputs) == len(produced) or (len(outputs) == 1 and produced):
         for param, token in zip(outputs, produced, strict=False):
