@@ -4,12 +4,12 @@ this product?
 For each recorded call signature of an op the NPU receives: the aclnn functions the op's
 op_api kernel calls in the target release (op-plugin's sources at the release's pin), then,
 for each, the target CANN version's page: the parameters that the call's arguments fill (by
-name: ``self``, ``other``, ``indices``...; the output dtype goes to the function's single
-output parameter), the dtypes each accepts (the table's list, narrowed per product by the
-``不支持``/``仅支持`` statements below it), and the products the page supports. A dtype
-outside the list on a product is a finding naming the function, the parameter, the dtype, the
-products where it fails and where it is fine, the page line, and the return code the docs give
-for it.
+name: ``self``, ``other``, ``indices``...; the output dtypes go to the function's output
+parameters, in order), the dtypes each accepts (the table's list, widened per product by
+``额外支持`` and narrowed by the ``不支持``/``仅支持``/``数据类型支持`` statements below it),
+and the products the page supports. A dtype outside the list on a product is a finding
+naming the function, the parameter, the dtype, the products where it fails and where it is
+fine, the page line, and the return code the docs give for it.
 
 What is inferred is labelled, never presented as exact:
 
@@ -121,14 +121,21 @@ class Failure:
 
 def _allowed(doc: FunctionDoc, param: db.ParamFact, product: str) -> tuple[frozenset[str], int]:
     """The dtypes ``param`` accepts on ``product``, and the line of the statement that last
-    narrowed them (the parameter row when none did)."""
+    changed them (the parameter row when none did): the table's list, plus what the page says
+    those products support in addition (额外支持), narrowed by 不支持 and by exhaustive lists
+    (仅支持, "数据类型支持X、Y"). A list naming no parameter is about the parameters whose
+    table list it overlaps (an INT64 index is not limited by "数据类型支持FLOAT、FLOAT16")."""
     allowed, line = param.dtypes, param.line
-    for e in doc.exceptions:
-        if product not in e.products or e.conditional or (e.params and param.param not in e.params):
-            continue
+    applies = [e for e in doc.exceptions
+               if product in e.products and not e.conditional
+               and (not e.params or param.param in e.params)]
+    for e in applies:
+        if e.kind == "extra" and e.dtypes - allowed:
+            allowed, line = allowed | e.dtypes, e.line
+    for e in applies:
         if e.kind == "not":
             allowed, line = allowed - e.dtypes, e.line if allowed & e.dtypes else line
-        elif e.kind == "only" and e.dtypes:
+        elif e.kind == "only" and e.dtypes and (e.params or allowed & e.dtypes):
             allowed, line = allowed & e.dtypes, e.line if allowed - e.dtypes else line
     return allowed, line
 
@@ -145,11 +152,17 @@ def _bindings(doc: FunctionDoc, sig: Signature) -> list[tuple[db.ParamFact, str]
             token = cann_dtype(d)
             if token:
                 out.append((param, token))
-    # tensor outputs only: workspaceSize/executor are outputs of the C call with no dtype list
-    outputs = [p for p in doc.params if p.is_output and p.dtypes and p.param not in sig.inputs]
-    produced = [cann_dtype(d) for d in sig.outputs if cann_dtype(d)]
-    if len(outputs) == 1 and produced:
-        out.append((outputs[0], produced[0]))
+    # The recorded outputs, in order, fill the page's output parameters in order (values,
+    # indices); an ``out=`` argument is bound above by name. Only when the counts agree, or
+    # the page has a single output, is an output bound: never to the first one by default.
+    # (the catalog keeps parameters sorted by name: the page's order is their line order)
+    outputs = sorted((p for p in doc.params if p.is_output and p.param not in sig.inputs),
+                     key=lambda p: p.line)
+    produced = [cann_dtype(d) for d in sig.outputs]
+    if len(outputs) == len(produced) or (len(outputs) == 1 and produced):
+        for param, token in zip(outputs, produced, strict=False):
+            if token and param.dtypes:
+                out.append((param, token))
     return out
 
 

@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from pathlib import PurePosixPath
 
 from opcheck.core.errors import ScrapeError
-from opcheck.scrapers import htmlfast
+from opcheck.scrapers import html
 from opcheck.scrapers.rows import Origin
 from opcheck.scrapers.tables import pipe_tables
 
@@ -36,6 +35,7 @@ _ALL = 1_000_000  # rowspan="0"
 _SPLIT = re.compile(r"[/、,，]")
 _SPACES = re.compile(r"\s+")
 _TAGS = re.compile(r"<[^>]{0,400}>")
+_TERM = re.compile(r"</?term>")  # the reader writes <term> around product names
 
 # header words, lower-cased: which column is which
 _NAME_HEADS = ("返回码", "状态码名称", "return code", "status code name", "返回值")
@@ -124,56 +124,22 @@ class _Cell:
     rowspan: int
 
 
-class _Tables(HTMLParser):
-    """Every <table> of a page as rows of cells (header cells marked), with line numbers."""
+def _rowspan(value: str) -> int:
+    # rowspan="0" spans the rest of the table (HTML's rule)
+    if value == "0":
+        return _ALL
+    return int(value) if value.isdigit() and int(value) < 1000 else 1
 
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tables: list[list[tuple[bool, list[_Cell]]]] = []
-        self._depth = 0
-        self._row: list[_Cell] | None = None
-        self._head = False
-        self._cell: list[str] | None = None
-        self._cell_line = 0
-        self._rowspan = 1
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "table":
-            self._depth += 1
-            if self._depth == 1:
-                self.tables.append([])
-        elif self._depth == 1 and tag == "tr":
-            self._flush()  # a row left open by a missing </tr> ends where the next begins
-            self._row, self._head = [], False
-        elif self._depth == 1 and tag in ("td", "th") and self._row is not None:
-            self._cell, self._cell_line = [], self.getpos()[0]
-            self._head = self._head or tag == "th"
-            span = (dict(attrs).get("rowspan") or "1").strip()
-            # rowspan="0" spans the rest of the table (HTML's rule)
-            self._rowspan = _ALL if span == "0" else int(span) if span.isdigit() and int(span) < 1000 else 1
-        elif self._cell is not None and tag in ("br", "li", "p"):
-            self._cell.append(" ")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "table":
-            if self._depth == 1:
-                self._flush()
-            self._depth = max(0, self._depth - 1)
-        elif self._depth == 1 and tag in ("td", "th") and self._cell is not None:
-            assert self._row is not None
-            self._row.append(_Cell(_clean("".join(self._cell)), self._cell_line, self._rowspan))
-            self._cell = None
-        elif self._depth == 1 and tag in ("tr", "tbody", "thead"):
-            self._flush()
-
-    def _flush(self) -> None:
-        if self._row is not None:
-            self.tables[-1].append((self._head, self._row))
-            self._row = None
-
-    def handle_data(self, data: str) -> None:
-        if self._cell is not None:
-            self._cell.append(data)
+def _html_tables(text: str) -> list[list[tuple[bool, list[_Cell]]]]:
+    """Every <table> of a page as rows of cells (header rows marked), with line numbers."""
+    out: list[list[tuple[bool, list[_Cell]]]] = []
+    for t in html.tables(text, html.CANN_CELLS):
+        out.append([(any(c.header for c in r.cells),
+                     [_Cell(_clean(_TERM.sub("", c.text)), c.line, _rowspan(c.rowspan))
+                      for c in r.cells])
+                    for r in t.rows])
+    return out
 
 
 def _columns(header: list[str]) -> tuple[int, int, int] | None:
@@ -265,11 +231,8 @@ def _rows_of(function: str, header: list[str], body: list[list[_Cell]],
 def parse_return_codes(text: str, *, origin: Origin) -> list[ReturnCodeRow]:
     """Every return-code row of one page (the shared code page or one aclnn function's page)."""
     function = "" if is_code_page(origin.path) else page_function(origin.path, text)
-    parser = _Tables()
-    if "<table" in text.lower():  # without one, no table is ever opened
-        htmlfast.feed(parser, text)
     out: list[ReturnCodeRow] = []
-    for table in parser.tables:
+    for table in _html_tables(text):
         heads = [cells for is_head, cells in table if is_head]
         if not heads:
             continue

@@ -23,7 +23,7 @@ pages without a √/× product table, pages without a ``GetWorkspaceSize`` secti
 product name that is no product, a parameter section with no table and no list, a malformed
 table) raises :class:`~opcheck.core.errors.ScrapeError` with the file and line.
 
-Pure: text in, rows out. HTML is read with :mod:`html.parser` only.
+Pure: text in, rows out. HTML tables are read by :mod:`opcheck.scrapers.html`.
 """
 
 from __future__ import annotations
@@ -31,11 +31,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from html.parser import HTMLParser
 
 from opcheck.core.errors import ScrapeError
 from opcheck.core.products import product_aliases
-from opcheck.scrapers import htmlfast
+from opcheck.scrapers import html
 from opcheck.scrapers.rows import Origin
 from opcheck.scrapers.tables import table_at
 
@@ -86,7 +85,8 @@ class DtypeException:
     """A per-product statement about data types (below the parameter table or in a cell).
 
     ``kind``: ``not`` (不支持: the dtypes are excluded on those products), ``only`` (仅支持 /
-    只支持: the list is exhaustive there), ``supports`` (dtypes named without 不支持/仅支持, e.g.
+    只支持, or a plain list "数据类型支持X、Y": the list is exhaustive there), ``extra``
+    (额外支持: added to the parameter's list there), ``supports`` (dtypes named without 不支持/仅支持, e.g.
     a 数据类型支持 list for those products; may hold only in a case: see ``conditional`` and
     ``text``), ``note`` (no dtype named: kept as text). ``params``: parameters of the function
     the text names (empty: the statement is for the whole function, or it names none).
@@ -186,45 +186,8 @@ class HtmlTable:
     end_line: int  # line of </table>
 
 
-class _TableParser(HTMLParser):
-    """Rows of one ``<table>``: rowspan/colspan expanded; ``<br>`` → newline; ``<term>`` kept."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.rows: list[tuple[int, bool, list[tuple[str, int, int]]]] = []  # line, is_th, cells
-        self._cell: list[str] | None = None
-        self._span = (1, 1)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        # a stray second "<table>" right after the first (seen upstream) opens nothing new
-        if tag == "tr":
-            self.rows.append((self.getpos()[0], False, []))
-        elif tag in ("td", "th"):
-            if not self.rows:
-                self.rows.append((self.getpos()[0], False, []))
-            a = dict(attrs)
-            self._span = (_int_attr(a.get("rowspan")), _int_attr(a.get("colspan")))
-            self._cell = []
-            if tag == "th":
-                line, _, cells = self.rows[-1]
-                self.rows[-1] = (line, True, cells)
-        elif tag in ("br", "li", "p") and self._cell is not None:
-            self._cell.append("\n")
-        elif tag == "term" and self._cell is not None:
-            self._cell.append("<term>")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("td", "th") and self._cell is not None:
-            text = "".join(self._cell)
-            text = "\n".join(" ".join(part.split()) for part in text.split("\n")).strip()
-            self.rows[-1][2].append((text, *self._span))
-            self._cell = None
-        elif tag == "term" and self._cell is not None:
-            self._cell.append("</term>")
-
-    def handle_data(self, data: str) -> None:
-        if self._cell is not None:
-            self._cell.append(data)
+def _cell_text(text: str) -> str:
+    return "\n".join(" ".join(part.split()) for part in text.split("\n")).strip()
 
 
 def _int_attr(value: str | None) -> int:
@@ -234,20 +197,18 @@ def _int_attr(value: str | None) -> int:
         return 1
 
 
-_TABLE_SPAN = re.compile(r"<table\b.*?</table>", re.S | re.I)
-
-
 def html_tables(text: str) -> list[HtmlTable]:
     """Every top-level HTML table of a Markdown text, spans expanded into a rectangular grid."""
     out: list[HtmlTable] = []
-    for m in _TABLE_SPAN.finditer(text):
-        first = text.count("\n", 0, m.start()) + 1
-        p = _TableParser()
-        htmlfast.feed(p, m.group(0))
+    for t in html.tables(text, html.CANN_CELLS):
+        first = t.line
+        rows = [(r.line - first + 1, any(c.header for c in r.cells),
+                 [(_cell_text(c.text), _int_attr(c.rowspan), _int_attr(c.colspan))
+                  for c in r.cells]) for r in t.rows]
         grid: list[tuple[int, tuple[str, ...]]] = []
         header: tuple[str, ...] = ()
         pending: dict[int, tuple[int, str]] = {}  # column → (rows left, text)
-        for line, is_th, cells in p.rows:
+        for line, is_th, cells in rows:
             if not cells and not is_th:
                 continue
             row: list[str] = []
@@ -280,7 +241,7 @@ def html_tables(text: str) -> list[HtmlTable]:
                 grid.append((first + line - 1, tuple(row)))
         if not header and grid:
             header = grid.pop(0)[1]
-        out.append(HtmlTable(header, tuple(grid), first, first + m.group(0).count("\n")))
+        out.append(HtmlTable(header, tuple(grid), first, t.end_line))
     return out
 
 
@@ -472,18 +433,44 @@ def _param_rows(page: _Page, function: str, rows: Iterable[tuple[int, Sequence[s
         if not name or name in _SKIP_PARAMS:
             continue
         dtype_text = cell(cells, "dtypes")
-        # "INT4（暂不支持非连续Tensor）": remarks in brackets are not extra dtypes
-        dtypes = dtype_tokens(_NON_PARENS.sub("", _TERM.sub("", dtype_text)))
+        # "INT4（暂不支持非连续Tensor）": remarks in brackets are not extra dtypes; 9.1.0 wraps
+        # whole lists in <term> ("<term> FLOAT、FLOAT16</term>"): only product names are dropped
+        dtypes = dtype_tokens(_NON_PARENS.sub("", _drop_products(dtype_text)))
+        formats, format_nc = _formats(cell(cells, "formats"))
+        nc = _mark(cell(cells, "non_contiguous"))
         params.append(ParamRow(function, name, cell(cells, "direction").strip(), dtypes,
-                               dtype_text, _split_list(cell(cells, "formats")),
-                               cell(cells, "ranks").strip(),
-                               _mark(cell(cells, "non_contiguous")),
+                               dtype_text, formats, cell(cells, "ranks").strip(),
+                               format_nc if nc is None else nc,
                                cell(cells, "notes").strip(), line))
         for c in cells:
             if "<term>" in c:
                 for seg in _term_segments(c):
-                    exceptions.append(_exception(page, function, seg, line, (name,)))
+                    if _terms(page, seg, line - 1):  # a <term> naming no product: emphasis
+                        exceptions.append(_exception(page, function, seg, line, (name,)))
     return params, exceptions
+
+
+def _drop_products(text: str) -> str:
+    """The text without the product names written as <term>s; other <term>s unwrapped."""
+    return _TERM_LOOSE.sub("", _TERM.sub(
+        lambda m: "" if _PRODUCT_WORD.search(m.group(1)) else m.group(1), text))
+
+
+_FORMAT_NC = re.compile(r"^(.*?)\s*[（(]\s*(不)?支持非连续(?:的)?Tensor\s*[)）]$", re.I)
+
+
+def _formats(cell: str) -> tuple[tuple[str, ...], bool | None]:
+    """Format tokens, and non-contiguous support when a token states it: some pages write
+    ``ND（支持非连续Tensor）`` in the format column instead of a column of their own."""
+    out: list[str] = []
+    nc: bool | None = None
+    for token in _split_list(cell):
+        m = _FORMAT_NC.match(token)
+        if m:
+            token, nc = m.group(1).strip(), m.group(2) is None
+        if token and token not in out:
+            out.append(token)
+    return tuple(out), nc
 
 
 def _term_segments(text: str) -> list[str]:
@@ -493,6 +480,14 @@ def _term_segments(text: str) -> list[str]:
 
 
 _NOT = re.compile(r"不支持")
+_EXTRA = re.compile(r"额外支持")
+_DT = _DTYPE.pattern.replace("(?<![A-Za-z0-9_])(", "(?<![A-Za-z0-9_])(?:", 1)
+# "<product>：数据类型支持FLOAT、FLOAT16。", "self和out数据类型支持…", "支持数据类型…": a plain
+# list of what those products accept (nothing else said), so exhaustive there, as 仅支持 is
+_LIST_STATEMENT = re.compile(
+    rf"^(?:(?:入参|出参)?`?[A-Za-z_][A-Za-z0-9_]*(?![A-Za-z0-9_])`?\s*(?:[、和与及,，]\s*)?)*(?:的)?(?:数据类型)?(?:支持|为)"
+    rf"(?:的)?(?:数据类型)?\s*[：:]?\s*{_DT}(?:\s*[、,，/]\s*{_DT})*\s*"
+    r"(?:[。；;.]|，且与\S+满足\[?互推导关系.*)?$")
 _CONDITION = re.compile(r"当|仅当|时[，,：:]|场景|如下条件|情况下")
 _ONLY = re.compile(r"仅支持|只支持")
 
@@ -507,7 +502,9 @@ def _exception(page: _Page, function: str, text: str, line: int,
         kind = "note"
     elif _NOT.search(rest):
         kind = "not"
-    elif _ONLY.search(rest):
+    elif _EXTRA.search(rest):
+        kind = "extra"  # added to the parameter's list on those products
+    elif _ONLY.search(rest) or _LIST_STATEMENT.match(rest):
         kind = "only"
     else:
         kind = "supports"

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from opcheck.core.errors import ScrapeError
+from opcheck.scrapers.html import CellText
+from opcheck.scrapers.html import tables as html_tables
 from opcheck.scrapers.rows import Origin
 from opcheck.scrapers.tables import table_at
 
@@ -223,39 +225,28 @@ def md_inline(s: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     return clean_lines(s), tuple(links)
 
 
-def html_cell_text(fragment: str) -> str:
-    """Text of an HTML fragment without a DOM (the embedded tables of the old Markdown)."""
-    s = _BR.sub("\n", fragment)
-    s = re.sub(r"</p>|</li>|</div>", "\n", s, flags=re.I)
-    s = re.sub(r"<code[^>]*>(.*?)</code>", r"`\1`", s, flags=re.I | re.S)
-    s = _TAG.sub("", s)
-    s = html.unescape(s)
-    return clean_lines(s)
+# the old English HTML tables: paragraphs and list items end a line, <code> marks an argument
+_API_CELLS = CellText(breaks=frozenset({"br"}), ends=frozenset({"p", "li", "div"}),
+                      marks=(("code", "`", "`"),))
 
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _BULLET = re.compile(r"^[*+]\s+")
 _FENCE = re.compile(r"^(```|~~~)")
 _FONT_MARKER = re.compile(r"^>\s*<font[^>]*>(.*?)</font>\s*$")
-_HTML_ROW = re.compile(r"<tr\b.*?</tr>", re.S | re.I)
-_HTML_CELL = re.compile(r"<(t[dh])\b[^>]*>(.*?)</\1>", re.S | re.I)
 
 
 def _html_table_chunk(chunk: str, first_line: int, source: str) -> Table:
     header: tuple[str, ...] | None = None
     rows: list[TableRow] = []
-    line, pos = first_line, 0
-    for m in _HTML_ROW.finditer(chunk):
-        line += chunk.count("\n", pos, m.start())
-        pos = m.start()
-        cells = [
-            (c.group(1).lower(), html_cell_text(c.group(2)))
-            for c in _HTML_CELL.finditer(m.group(0))
-        ]
-        if header is None and cells and all(kind == "th" for kind, _ in cells):
-            header = tuple(t for _, t in cells)
-            continue
-        rows.append(TableRow(tuple(t for _, t in cells), line))
+    for t in html_tables(chunk, _API_CELLS):
+        for r in t.rows:
+            cells = tuple(clean_lines(c.text) for c in r.cells)
+            line = first_line + r.line - 1
+            if header is None and cells and all(c.header for c in r.cells):
+                header = cells
+                continue
+            rows.append(TableRow(cells, line))
     if header is None:
         raise ScrapeError("HTML table without a header row", source=source, line=first_line)
     return Table(header, tuple(rows), first_line)

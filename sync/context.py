@@ -26,7 +26,8 @@ text) in a sync, and, when the sync has a ``parse_cache`` directory (``opcheck s
   first file's facts.  Such a parse is then only reused across syncs.  Errors are never cached,
   so they always name the file being parsed.
 * Cross-run entries are keyed on the code too: a hash of every module under ``opcheck.core``
-  and ``opcheck.scrapers``, the parser's own module, the Python version and PyYAML's version.
+  and ``opcheck.scrapers``, the parser's own module, the Python version and the versions of
+  PyYAML, Beautiful Soup and lxml.
   Any edit to a parser (or what it imports from there) invalidates its entries, and entries of
   older code are removed on the first write.  A parser that depends on other code must live
   in those packages (or its own module) for this to hold.
@@ -46,6 +47,7 @@ aclnn links) is kept across syncs with :meth:`~SyncContext.combined`.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import inspect
 import json
 import multiprocessing
@@ -97,6 +99,9 @@ def _packages_digest() -> str:
         h.update(str(getattr(yaml, "__version__", "")).encode())
     except ImportError:
         pass
+    # so are the HTML parsers' (scrapers/html.py: Beautiful Soup on lxml)
+    for dist in ("beautifulsoup4", "lxml"):
+        h.update(f"\0{dist}={importlib.metadata.version(dist)}".encode())
     for package in _PARSER_PACKAGES:
         for f in sorted((root / package).rglob("*.py")):
             h.update(f"\0{f.relative_to(root).as_posix()}\0".encode())

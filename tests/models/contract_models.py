@@ -35,3 +35,38 @@ def repeat_float() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
 
 def index_complex() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return IndexComplex(), (torch.randn(4, 4, dtype=torch.complex64), torch.tensor([0, 2]))
+
+
+class Unary(nn.Module):
+    """One elementwise call: acos, log1p, gelu (issue 26)."""
+
+    def __init__(self, fn: str) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fn == "gelu":
+            return nn.functional.gelu(x)
+        return getattr(torch, self.fn)(x)  # type: ignore[no-any-return]
+
+
+class Kthvalue(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        values, indices = torch.kthvalue(x, 2)
+        return values + indices
+
+
+def acos_bf16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return Unary("acos"), (torch.rand(4, 4, dtype=torch.bfloat16),)
+
+
+def log1p_complex64() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return Unary("log1p"), (torch.randn(4, 4, dtype=torch.complex64),)
+
+
+def gelu_bf16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return Unary("gelu"), (torch.randn(4, 4, dtype=torch.bfloat16),)
+
+
+def kthvalue_float() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return Kthvalue(), (torch.randn(4, 4),)

@@ -424,3 +424,61 @@ def test_return_codes_as_markdown_bullets(fixtures: Path) -> None:
     # a "**161002 (…)**：" line heads the numbered conditions; the plain paragraph ends them
     assert got == [(161001, "self是空指针。", 27), (161002, "self的数据类型不在支持范围内。", 29),
                    (161002, "self的维度超过8。", 30)]
+
+
+# --------------------------------------------------------------------------- issue 26: 3, 4, 7
+
+
+@pytest.mark.upstream
+def test_real_gelu_per_product_list_is_exhaustive(upstream: Path) -> None:
+    """aclnnGelu.md line 115: "<310B>、<310P>、<910A>：数据类型支持FLOAT、FLOAT16" limits those
+    products (it was kept as a 'supports' note that nothing applied)."""
+    page = _real(upstream, "ops-nn", "v9.1.0", "aclnnGelu.md")
+    [e] = [e for e in page.exceptions if e.line == 115]
+    assert (e.kind, e.dtypes, e.params, e.conditional) == ("only", ("FLOAT", "FLOAT16"), (),
+                                                          False)
+    assert set(e.products) == {"310B", "310P", "910A"}
+
+
+@pytest.mark.upstream
+def test_real_acos_extra_bfloat16_on_a3(upstream: Path) -> None:
+    page = _real(upstream, "ops-math", "v9.1.0", "aclnnAcos&aclnnInplaceAcos.md")
+    [e] = [e for e in page.exceptions if e.line == 132]
+    assert (e.kind, e.products, e.dtypes) == ("extra", ("910C",), ("BFLOAT16",))
+    assert e.params == ("input", "out")
+    table = {p.param: p.dtypes for p in page.params if p.function == "aclnnAcos"}
+    assert table and not any("BFLOAT16" in d for d in table.values())
+
+
+@pytest.mark.upstream
+def test_real_9_1_0_term_wrapped_dtype_cells_are_read(upstream: Path) -> None:
+    """9.1.0 writes some dtype cells as ``<term> FLOAT、FLOAT16、DOUBLE、BFLOAT16</term>``: they
+    were read as no dtype at all (46 parameters of 18 functions, never judged)."""
+    page = _real(upstream, "ops-math", "v9.1.0", "aclnnLog1p&aclnnInplaceLog1p.md")
+    got = {p.param: p.dtypes for p in page.params if p.function == "aclnnLog1p"}
+    assert got["self"] == ("INT8", "INT16", "INT32", "INT64", "UINT8", "BOOL", "FLOAT",
+                           "FLOAT16", "DOUBLE", "BFLOAT16")
+    assert "COMPLEX64" not in got["out"] and "FLOAT" in got["out"]
+    # no statement is made of a <term> that names no product
+    assert all(e.products for e in page.exceptions)
+    # every 9.1.0 page: a dtype cell holding dtype names inside a <term> yields them
+    empty = [(p.function, p.param) for lib in ("ops-math", "ops-nn", "ops-cv")
+             for page in _scan(str(upstream), lib, "v9.1.0").pages for p in page.params
+             if "<term>" in p.dtype_text and dtype_tokens(p.dtype_text.replace("<term>", " ")
+                                                          .replace("</term>", " "))
+             and not p.dtypes]
+    assert empty == []
+
+
+@pytest.mark.upstream
+def test_real_format_with_non_contiguous_note(upstream: Path) -> None:
+    """``ND（支持非连续Tensor）`` in the format column is the format ND and non-contiguous
+    support, not a format of its own."""
+    [path] = [p for p in (upstream / HICANN / "ops-transformer").rglob(
+        "aclnnMoeDistributeCombineV3.md")]
+    page = parse_page(path.read_text(encoding="utf-8"),
+                      origin=Origin(str(path.relative_to(upstream))))
+    rows = [p for p in page.params if "非连续" in p.dtype_text + "".join(p.formats)]
+    assert rows == []
+    x = next(p for p in page.params if p.param == "expandX")
+    assert x.formats == ("ND",) and x.non_contiguous is True
