@@ -50,7 +50,7 @@ class ParamFact:
 @dataclass(frozen=True)
 class ExceptionFact:
     products: tuple[str, ...]
-    kind: str  # not | only | supports | note
+    kind: str  # not | only | supports | extra (额外支持: added for those products) | note
     dtypes: frozenset[str]
     params: tuple[str, ...]
     conditional: bool
