@@ -145,6 +145,15 @@ class FailOn(Word):
         return self is FailOn.RESTRICTED
 
 
+class Registration(Word):
+    """What torch_npu registers for an op on one release (``npukernel.status``): an NPU kernel,
+    a registered fallback to the CPU, or an explicit refusal."""
+
+    KERNEL = "kernel"
+    TOCPU = "tocpu"
+    UNSUPPORTED = "unsupported"
+
+
 class KernelSource(Word):
     """Where a release's kernel facts come from, most exact first."""
 
