@@ -644,19 +644,13 @@ def workaround_lookup(cat: Catalog) -> WorkaroundLookup:
     """
     from collections import defaultdict
 
-    from sqlalchemy import text
-
     from opcheck.checker.check import WorkaroundRef
+    from opcheck.db import reads
 
     by_op: dict[str, list[tuple[WorkaroundRef, AppliesTo]]] = defaultdict(list)
-    with cat.engine.connect() as conn:
-        rows = conn.execute(text(
-            "SELECT o.op, w.id, w.title, w.kind, w.path, w.releases FROM workaround_op o "
-            "JOIN workaround w ON w.id = o.workaround_id ORDER BY w.id"
-        ))
-        for op, wid, title, kind, path, releases in rows:
-            applies = AppliesTo(releases=[ReleaseRange(**r) for r in json.loads(releases or "[]")])
-            by_op[op].append((WorkaroundRef(wid, title, kind, path), applies))
+    for w in reads.workaround_ops(cat.engine):
+        applies = AppliesTo(releases=[ReleaseRange(**r) for r in json.loads(w.releases or "[]")])
+        by_op[w.op].append((WorkaroundRef(w.id, w.title, w.kind, w.path), applies))
 
     def lookup(op: str, release: ReleaseInfo) -> list[WorkaroundRef]:
         return [ref for ref, applies in by_op.get(op, []) if applies.contains(release.torch_npu)]

@@ -111,7 +111,7 @@ class Table:
 
     @property
     def sql(self) -> sa.Table:
-        table: sa.Table = self.model.__table__
+        table: sa.Table = self.model.__table__  # type: ignore[attr-defined]
         return table
 
     @property
