@@ -634,9 +634,11 @@ def folder_digest(folder: Path | None = None) -> str:
 # ---------------------------------------------------------------------------- checker lookup
 
 
-def workaround_lookup(cat: Catalog) -> WorkaroundLookup:
+def workaround_lookup(cat: Catalog, hardware: str | None = None) -> WorkaroundLookup:
     """The one workaround lookup: the catalog's entries filed for exactly ``op`` whose release
-    ranges hold the release (:meth:`AppliesTo.contains`, the rule ``lint`` and ``verify`` use).
+    ranges hold the release (:meth:`AppliesTo.contains`, the rule ``lint`` and ``verify`` use)
+    and, when a ``--hardware`` product is named, whose hardware covers it
+    (:func:`opcheck.core.products.hardware_matches`: ``all``, or a slug of that product).
 
     ``opcheck check``, ``opcheck explain``, the web check page and the op pages all call it;
     callers that want an op's packet or overloads ask for each name (the checker also asks
@@ -645,10 +647,13 @@ def workaround_lookup(cat: Catalog) -> WorkaroundLookup:
     from collections import defaultdict
 
     from opcheck.checker.check import WorkaroundRef
+    from opcheck.core.products import hardware_matches
     from opcheck.db import reads
 
     by_op: dict[str, list[tuple[WorkaroundRef, AppliesTo]]] = defaultdict(list)
     for w in reads.workaround_ops(cat.engine):
+        if not hardware_matches(w.hardware.split(","), hardware):
+            continue
         applies = AppliesTo(releases=[ReleaseRange(**r) for r in json.loads(w.releases or "[]")])
         by_op[w.op].append((WorkaroundRef(w.id, w.title, w.kind, w.path), applies))
 
