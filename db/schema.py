@@ -4,10 +4,13 @@ The tables themselves are the SQLModel classes of ``opcheck.db.tables`` (columns
 indexes, references). A :class:`Table` ties one of them to the records a sync collects
 (``opcheck.db.data``): which list of ``CatalogData`` fills it and, for a record that groups its
 facts in a nested object (``KernelRec.facts``), where a column's value is found. The DDL
-(:func:`create_statements`), the insert statement and rows the builder runs
-(:func:`insert_statement`, :func:`insert_rows`) and the types of the snapshot's plain files
-(:data:`FILES`) all follow from the classes, so a new column is a new field of the table class
-(and of its record) and a new table is one class plus one entry below.
+(:func:`create_statements`) and the insert statement and rows the builder runs
+(:func:`insert_statement`, :func:`insert_rows`) follow from the classes. A snapshot's plain
+file (:data:`FILES`) has a column per field of its record, and ``tests/db/test_schema.py``
+holds every record's fields equal to its table's columns (names, types, nullability; the
+fields that are deliberately no column are listed there). So a new column is a field of the
+table class and of its record, and a new table is one class, its record and one entry in
+``TABLES`` (and in ``FILES`` for its snapshot file).
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ from opcheck.db.data import (
     AclnnExceptionRec,
     AclnnFunctionRec,
     AclnnParamRec,
+    ApiFacts,
     ApiOpRec,
     CatalogData,
     DeprecationRec,
     GraphConverterRec,
     GraphConverterRow,
     GraphPinRec,
+    KernelFacts,
     OpAclnnRec,
     OperatorRec,
     PythonRec,
@@ -107,7 +112,9 @@ def _python_type(col: sa.Column[Any]) -> type:
 class Table:
     model: type[CatalogTable]  # the SQLModel class: the table
     records: Callable[[CatalogData], Iterable[Any]]  # its records in the facts
-    via: str = ""  # a nested record attribute holding the columns the record lacks ("facts")
+    # A record that groups facts in a nested object: its attribute and the object's type; the
+    # columns that are fields of that type are read through it (``facts.status``).
+    nested: tuple[str, type] | None = None
 
     @property
     def sql(self) -> sa.Table:
@@ -136,17 +143,11 @@ class Table:
         for col in self.sql.columns:
             if self.surrogate and col.name == self.key:
                 continue
-            path = f"{self.via}.{col.name}" if self.via and col.name in _VIA_COLUMNS.get(
-                self.name, ()) else col.name
+            path = col.name
+            if self.nested is not None and col.name in record_fields(self.nested[1]):
+                path = f"{self.nested[0]}.{col.name}"
             out.append(Column(col.name, _python_type(col), bool(col.nullable), path))
         return tuple(out)
-
-
-# Columns of a grouped record that live in its nested facts object.
-_KERNEL_FACT_COLUMNS = ("op_api", "acl_op", "native", "aclnn", "status")
-_API_FACT_COLUMNS = ("api", "generation", "feature", "hardware", "supported", "only_dtypes",
-                     "unsupported_dtypes", "arg_limits")
-_VIA_COLUMNS = {"npukernel": _KERNEL_FACT_COLUMNS, "api_support": _API_FACT_COLUMNS}
 
 
 def _meta_rows(d: CatalogData) -> list[t.Meta]:
@@ -168,13 +169,13 @@ TABLES: tuple[Table, ...] = (
     Table(t.Source, lambda d: d.sources),
     Table(t.Release, lambda d: d.releases),
     Table(t.Operator, lambda d: d.operators),
-    Table(t.NpuKernel, lambda d: d.kernels, via="facts"),
+    Table(t.NpuKernel, lambda d: d.kernels, nested=("facts", KernelFacts)),
     Table(t.Deprecation, lambda d: d.deprecations),
     Table(t.PythonSupport, lambda d: d.pythons),
     Table(t.Meta, _meta_rows),
     Table(t.Workaround, lambda d: d.workarounds),
     Table(t.WorkaroundOp, _workaround_ops),
-    Table(t.ApiSupport, lambda d: d.api_support, via="facts"),
+    Table(t.ApiSupport, lambda d: d.api_support, nested=("facts", ApiFacts)),
     Table(t.ApiOp, lambda d: d.api_ops),
     Table(t.ZooResult, lambda d: d.zoo),
     Table(t.AclnnCode, lambda d: d.aclnn_codes),
