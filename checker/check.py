@@ -84,6 +84,8 @@ class Finding:
     # the CompositeImplicitAutograd ops (outermost first) whose decomposition sends this op to
     # the NPU on the target release, because that release has no kernel for them
     decomposition_of: list[str] = field(default_factory=list)
+    # product → the kernel path its calls take there (aclnn, acl_op, cpu, …): checker.kernel_path
+    path: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -120,6 +122,8 @@ class Report:
 
 
 RestrictionLookup = Callable[[OpUse, ReleaseInfo], list[Restriction]]
+# sets a finding's path per product and keeps the aclnn contract only where aclnn runs
+PathHook = Callable[[OpUse, ReleaseInfo, Finding], None]
 WorkaroundLookup = Callable[[str, ReleaseInfo], list[WorkaroundRef]]
 
 
@@ -165,6 +169,7 @@ def check(
     workarounds: WorkaroundLookup | None = None,
     restrictions: RestrictionLookup | None = None,
     cann: str | None = None,
+    kernel_paths: PathHook | None = None,
 ) -> Report:
     """``cann``: the CANN version the user named; the report keeps it as the target's and
     warns when the release pairs with another (opcheck.checker.target)."""
@@ -188,6 +193,8 @@ def check(
         if restrictions is not None:
             f.restrictions = restrictions(use, judged_on)
             f.restricted = any(r.violated for r in f.restrictions)
+        if kernel_paths is not None:
+            kernel_paths(use, judged_on, f)
         if workarounds is not None and (f.status.is_problem or f.restricted):
             # Entries may name the op the model calls or the one at the end of its chain
             # (logcumsumexp → _logcumsumexp): both help.

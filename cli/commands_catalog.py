@@ -61,6 +61,8 @@ def op(
                                         "Tensor.isin) or aclnn function")],
     fmt: TableFormatOpt = "table",
     catalog: CatalogOpt = None,
+    hardware: Annotated[str | None, typer.Option("--hardware", help="Also the kernel path (aclnn, acl_op, per-tensor slow path …) on this product per release: 910A, 910B, 910C, 310P, 310B, 950", show_default=False)] = None,
+    jit_compile: Annotated[str | None, typer.Option("--jit-compile", help="on | off (with --hardware); default: torch_npu's default on the product", show_default=False)] = None,
 ) -> None:
     """An op's history across releases: status and kernel family per release. A name that
     stands for several ops (an op's overloads, a Python API) lists them."""
@@ -88,15 +90,30 @@ def op(
             raise UsageError(f"{opname} is not in the catalog "
                              "(check the spelling: aten::name.overload)")
         rows, info, first_any = hist.rows, hist.info, hist.first_npu
+        paths: dict[str, Any] = {}
+        if hardware:
+            from opcheck.checker.kernel_path import Settings, on_off, release_paths
+
+            paths = release_paths(cat, opname, (
+                (h.release, h.resolution.status if h.resolution else None,
+                 h.resolution.kernel if h.resolution else "") for h in rows), hardware,
+                Settings(on_off(jit_compile, "--jit-compile")))
         if fmt == "json":
-            typer.echo(json.dumps(hist.to_json(), indent=2))
+            doc = hist.to_json()
+            for entry in doc["releases"] if hardware else ():
+                d = paths.get(entry["torch_npu"])
+                entry["path"] = {d.product: d.path} if d else {}
+                entry["path_why"] = d.why if d else ""
+                entry["path_inferred"] = d.inferred if d else False
+            typer.echo(json.dumps(doc, indent=2))
             return
         from opcheck.cli.render import Column, Grid, show_grid, status_style, wide_console
 
         grid = Grid([Column("torch_npu"), Column("torch"), Column("train"),
                      Column("CANN"), Column("status", style=status_style),
                      Column("kernel", compact=False),
-                     Column("aclnn / via", compact=False)])
+                     Column("aclnn / via", compact=False),
+                     *([Column(f"path on {hardware}")] if hardware else [])])
         matrix_only = []
         for h in rows:
             r = h.resolution
@@ -104,8 +121,10 @@ def op(
                 matrix_only.append(h.release.torch_npu)
                 continue
             note = " → ".join(r.via[1:]) if len(r.via) > 1 else (r.aclnn or "")
+            d = paths.get(h.release.torch_npu)
+            path = [(d.path + (" (inferred)" if d.inferred else "")) if d else ""]
             grid.add(h.release.torch_npu, h.release.torch, h.release.train, h.release.cann,
-                     str(r.status), r.kernel, note)
+                     str(r.status), r.kernel, note, *(path if hardware else []))
         if fmt == "csv":
             show_grid(grid, "csv")
             return
@@ -125,6 +144,10 @@ def op(
             console.print(f"{n} older release{' has' if n == 1 else 's have'} no kernel list "
                           f"in the catalog ({span})", style="dim")
         _print_history_extras(console, hist.to_json())
+        newest = next((paths[h.release.torch_npu] for h in reversed(rows)
+                       if h.release.torch_npu in paths), None)
+        if newest is not None:
+            console.print(f"path on {hardware}, newest release: {newest.path}: {newest.why}")
 
 
 def _print_history_extras(console: Any, doc: dict[str, Any]) -> None:

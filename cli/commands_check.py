@@ -133,6 +133,8 @@ def check(
     cann: Annotated[str | None, typer.Option("--cann", help="Target CANN version, e.g. 8.3.RC1", show_default=False)] = None,
     torch: Annotated[str | None, typer.Option("--torch", help="Target torch version line, e.g. 2.6", show_default=False)] = None,
     hardware: Annotated[str | None, typer.Option("--hardware", help="Target product: 910A, 910B (A2), 910C (A3), 310P, 310B, 950; default: every product the docs name", show_default=False)] = None,
+    jit_compile: Annotated[str | None, typer.Option("--jit-compile", help="on | off: torch.npu.set_compile_mode(jit_compile=...) (ops with both kernels run aclnn only with it off); default: torch_npu's default on the product", show_default=False)] = None,
+    internal_format: Annotated[str | None, typer.Option("--internal-format", help="on | off: inputs in an internal format such as NZ (ops with both kernels then run acl_op); default: off (base format assumed)", show_default=False)] = None,
     no_cpu_fallback: Annotated[bool, typer.Option("--no-cpu-fallback", help="Model TORCH_NPU_FALLBACK_CPU_DISABLE=1: fallbacks become errors")] = False,
     all_releases: Annotated[bool, typer.Option("--all-releases", help="ops × releases matrix and the oldest release that runs the whole model on the NPU")] = False,
     all_ops: Annotated[bool, typer.Option("--all-ops", help="List every op the model uses, not only the problems")] = False,
@@ -168,6 +170,10 @@ def check(
         from opcheck.checker.check import fail_level
 
         level = fail_level(fail_on)
+        from opcheck.checker.kernel_path import Settings, on_off
+
+        settings = Settings(on_off(jit_compile, "--jit-compile"),
+                            on_off(internal_format, "--internal-format"))
         if models is not None and len(models) > 1:
             code = _check_several(
                 models, torch_npu=torch_npu, cann=cann, torch=torch, hardware=hardware,
@@ -176,7 +182,7 @@ def check(
                 allow_incomplete=allow_incomplete, graph=graph, model_spec=model_spec,
                 input_shape=input_shape, input_spec=input_spec, log=log, trust=trust,
                 train=train, static=static, fast=fast, timeout=timeout, memory_mb=memory_mb,
-                catalog=catalog, quiet=quiet)
+                catalog=catalog, quiet=quiet, settings=settings)
             raise typer.Exit(code)
         model = models[0] if models else None
         with _tracer_ahead(model, model_spec, log, trust, static, memory_mb):
@@ -189,7 +195,7 @@ def check(
         report, code = _report(cat, oplist, target, why, level, cann=cann, hardware=hardware,
                                cpu_fallback=not no_cpu_fallback, all_releases=all_releases,
                                graph=graph, baseline=baseline,
-                               allow_incomplete=allow_incomplete)
+                               allow_incomplete=allow_incomplete, settings=settings)
         _emit(report, fmt, output, all_ops=all_ops)
     raise typer.Exit(code)
 
@@ -214,17 +220,20 @@ def _target(catalog: Path | None, torch_npu: str | None, cann: str | None,
 
 def _report(cat: Any, oplist: Any, target: Any, why: str, level: FailOn, *, cann: str | None,
             hardware: str | None, cpu_fallback: bool, all_releases: bool, graph: bool,
-            baseline: Path | None, allow_incomplete: bool) -> tuple[Any, int]:
+            baseline: Path | None, allow_incomplete: bool,
+            settings: Any = None) -> tuple[Any, int]:
     """The report of one op list on the target, and its exit code."""
     from opcheck.checker.check import all_releases_matrix, baseline_filter
     from opcheck.checker.check import check as run_check
+    from opcheck.checker.kernel_path import Settings, kernel_path_hook
     from opcheck.checker.restrictions import all_restrictions
     from opcheck.contrib.workarounds import workaround_lookup
     from opcheck.core.errors import UsageError
 
     report = run_check(cat, oplist, target, cpu_fallback=cpu_fallback,
                        workarounds=workaround_lookup(cat),
-                       restrictions=all_restrictions(cat, hardware), cann=cann)
+                       restrictions=all_restrictions(cat, hardware), cann=cann,
+                       kernel_paths=kernel_path_hook(cat, hardware, settings or Settings()))
     report.notes.insert(0, why)
     if all_releases:
         report.matrix = all_releases_matrix(cat, oplist, cpu_fallback=cpu_fallback)
@@ -259,6 +268,7 @@ def _check_several(
     allow_incomplete: bool, graph: bool, model_spec: str | None, input_shape: str | None,
     input_spec: str | None, log: Path | None, trust: bool, train: bool, static: bool,
     fast: bool, timeout: float, memory_mb: int, catalog: Path | None, quiet: bool,
+    settings: Any = None,
 ) -> int:
     """``opcheck a.pt2 b.pt2 …``: each model traced in its own sandboxed process (forked from
     one template that imported torch once when several run), checked against the same
@@ -301,7 +311,7 @@ def _check_several(
             report, one = _report(cat, oplist, target, why, level, cann=cann,
                                   hardware=hardware, cpu_fallback=cpu_fallback,
                                   all_releases=all_releases, graph=graph, baseline=None,
-                                  allow_incomplete=allow_incomplete)
+                                  allow_incomplete=allow_incomplete, settings=settings)
             outcomes.append((m, report))
             code = max(code, one)
     _emit_several(outcomes, fmt, output, all_ops=all_ops)

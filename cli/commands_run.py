@@ -45,6 +45,8 @@ def run(
             show_default=False,
         ),
     ] = None,
+    jit_compile: Annotated[str | None, typer.Option("--jit-compile", help="on | off: torch.npu.set_compile_mode(jit_compile=...); default: torch_npu's default on the product", show_default=False)] = None,
+    internal_format: Annotated[str | None, typer.Option("--internal-format", help="on | off: inputs in an internal format such as NZ; default: off (base format assumed)", show_default=False)] = None,
     no_cpu_fallback: Annotated[
         bool,
         typer.Option(
@@ -101,6 +103,7 @@ def run(
         REPORT_FORMATS.get(fmt)  # an unknown format is a usage error before any work
         from opcheck.checker.check import all_releases_matrix, exit_code, fail_level
         from opcheck.checker.check import check as run_check
+        from opcheck.checker.kernel_path import Settings, kernel_path_hook, on_off
         from opcheck.checker.queries import select_target
         from opcheck.checker.restrictions import all_restrictions
         from opcheck.cli.commands_check import _emit, _installed_torch
@@ -132,6 +135,9 @@ def run(
             workarounds=workaround_lookup(cat),
             restrictions=all_restrictions(cat, hardware),
             cann=cann,
+            kernel_paths=kernel_path_hook(cat, hardware, Settings(
+                on_off(jit_compile, "--jit-compile"),
+                on_off(internal_format, "--internal-format"))),
         )
         if all_releases:
             report.matrix = all_releases_matrix(

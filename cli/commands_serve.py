@@ -28,6 +28,9 @@ def serve(
         help="Let visitors run their own read-only SQL (time-limited, rationed per client). "
              "Default: on for a loopback --host, off otherwise and for --export; canned "
              "queries, tables, facets and search work either way", show_default=False)] = None,
+    trust_proxy: Annotated[bool, typer.Option(
+        "--trust-proxy", help="Take client addresses from X-Forwarded-For (only behind a "
+                              "reverse proxy that sets it): rations are per client")] = False,
     catalog: CatalogOpt = None,
 ) -> None:
     """Serve the catalog read-only with Datasette: tables, canned queries, a page per op
@@ -55,7 +58,8 @@ def serve(
         n = server.default_workers() if workers is None else workers
         if not 1 <= n <= 64:
             raise UsageError(f"--workers must be 1-64, not {n}")
-        server.serve(path, host=host, port=port, workers=n, allow_sql=allow_sql)
+        server.serve(path, host=host, port=port, workers=n, allow_sql=allow_sql,
+                     trust_proxy=trust_proxy)
 
 
 def register(app: typer.Typer) -> None:

@@ -95,7 +95,9 @@ def _emit(result: Any, fmt: str, output: Path | None) -> None:
         from opcheck.cli.render import terminal_width, wide_console
 
         if output is not None:
-            with output.open("w", encoding="utf-8") as fh:
+            from opcheck.cli.common import output_file
+
+            with output_file(output) as fh:
                 render_table(result, Console(file=fh, width=160), width=160)
         else:
             render_table(result, wide_console(), width=terminal_width())

@@ -92,21 +92,32 @@ def ensure_writable(path: Path | None) -> None:
 
 def write_output(path: Path, text: str) -> None:
     """Write a command's ``--output`` file; a path that cannot be written (missing folder, a
-    directory, /proc) is a usage error, one line and exit 2."""
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    directory, /proc, a full disk) is a usage error, one line and exit 2, and leaves the
+    previous file as it was."""
+    with output_file(path) as fh:
+        fh.write(text)
 
 
 @contextmanager
 def output_file(path: Path) -> Iterator[TextIO]:
     """``open(path, "w")`` for renderers that stream (rich consoles), failing as
-    :func:`write_output` does."""
+    :func:`write_output` does. A regular file is written beside itself and renamed over the
+    old one once whole: a full disk must not leave half a report where the last one was."""
+    special = path.exists() and not path.is_file()  # /dev/stdout, a FIFO: no rename possible
+    target = path if special else path.with_name(f".{path.name}.opcheck-{os.getpid()}.tmp")
     try:
-        with path.open("w", encoding="utf-8") as fh:
-            yield fh
-    except OSError as exc:  # opening, writing, or the flush at close
+        try:
+            with target.open("w", encoding="utf-8") as fh:
+                yield fh
+                fh.flush()
+                if not special:
+                    os.fsync(fh.fileno())
+            if not special:
+                os.replace(target, path)
+        finally:
+            if not special:
+                target.unlink(missing_ok=True)
+    except OSError as exc:  # opening, writing, the flush at close, or the rename
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 

@@ -255,6 +255,7 @@ def report_grid(report: object, *, all_ops: bool = False) -> Grid:
     """The ops of a Report (its problems, or every op) as a table."""
     from opcheck.checker.check import Report
     from opcheck.checker.formats.text import relative_location, report_root
+    from opcheck.checker.kernel_path import brief
 
     assert isinstance(report, Report)
     root = report_root(report)
@@ -269,7 +270,8 @@ def report_grid(report: object, *, all_ops: bool = False) -> Grid:
         if f.status.runs_on_npu and not f.restricted:
             first = ""
         where = "\n".join(relative_location(x, root) for x in (f.locations or f.modules)[:2])
-        grid.add(f.op, f.status.value + (" (restricted)" if f.restricted else ""),
+        path = f" · {brief(f.path)}" if f.path else ""  # the kernel path per product
+        grid.add(f.op, f.status.value + (" (restricted)" if f.restricted else "") + path,
                  str(f.count), " ".join(f.dtypes), where, first,
                  "\n".join(w.id for w in f.workarounds))
     return grid

@@ -564,7 +564,18 @@ def verify_all_isolated(
 
 
 def _child(request: Path, out: Path) -> int:
-    """The child of :func:`verify_isolated`: (a) and the replacement's ops, as JSON."""
+    """The child of :func:`verify_isolated`: (a) and the replacement's ops, as JSON. What the
+    entry's code starts and leaves behind is killed before the answer is written."""
+    from opcheck.tracers.procs import become_subreaper, kill_descendants
+
+    become_subreaper()
+    try:
+        return _check_entry(request, out)
+    finally:
+        kill_descendants()
+
+
+def _check_entry(request: Path, out: Path) -> int:
     doc = json.loads(request.read_text(encoding="utf-8"))
     entry = Workaround.model_validate(doc["entry"])
     assert entry.rewrite is not None

@@ -58,6 +58,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opcheck.core import jsonio
 from opcheck.core.errors import OpcheckError, TraceError
 from opcheck.core.opname import canonical
 
@@ -284,9 +285,7 @@ class OpList:
         except UnicodeDecodeError as exc:
             raise TraceError(f"{path}: not UTF-8 text (byte {exc.start})") from None
         try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-        except RecursionError:
-            raise TraceError(f"{path}: JSON nested too deeply") from None
+            doc = jsonio.loads(text)
+        except jsonio.JsonInputError as exc:
+            raise TraceError(f"{path}: {exc}") from None
         return cls.from_json(doc, source=str(path))

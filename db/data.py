@@ -235,6 +235,58 @@ class OpAclnnRec:
 
 
 @dataclass
+class KernelPathRuleRec:
+    """How torch_npu picks an op's kernel path at one release (``opcheck.scrapers.kernel_path``):
+    the jit-compile default (``EnvVariables.cpp``; ``jit_kind`` ``soc``: disabled by default
+    where ``jit_condition`` holds, ``option``: the option's default ``jit_default``; empty: no
+    jit option), whether torch_npu takes CANN's own ``ACL_OP_JIT_COMPILE`` default at init
+    (``acl_default``: ``file:line`` where it does, ``none`` when the files read show it does
+    not, empty when the file that would is not mirrored at the tag), the precision mode acl_op kernels compile with, the aclnn-only SoCs, the SoC
+    enum (``Name=value,…``) and the op_api condition of op-plugin's generated wrapper at the
+    pin. Lines are in the tag's files (``source_id``: its ``torch_npu/csrc``) and the pin's
+    ``gen.py`` (``codegen_source_id``)."""
+
+    torch_npu: str
+    tag: str = ""
+    jit_kind: str = ""
+    jit_condition: str = ""
+    jit_default: str = ""
+    jit_line: int = 0
+    acl_default: str = ""
+    precision_condition: str = ""
+    precision_true: str = ""
+    precision_false: str = ""
+    precision_line: int = 0
+    aclnn_only: str = ""
+    aclnn_only_line: int = 0
+    socs: str = ""
+    codegen_path: str = ""  # codegen/gen.py | torchnpugen/gen.py ("" when the pin is not mirrored)
+    codegen_base_format: bool = False
+    codegen_force_aclnn: bool = False
+    codegen_aclnn_only_raises: bool = False
+    codegen_internal_format_opapi: bool = False
+    codegen_line: int = 0
+    source_id: int | None = None
+    codegen_source_id: int | None = None
+
+
+@dataclass
+class KernelSocCheckRec:
+    """An op's op_api kernel hands the call to ``fallback`` (PyTorch's per-tensor
+    ``at::native::foreach_tensor_*_slow`` path, or an ``acl_op::`` kernel) on the SoCs where
+    ``when`` holds, in these releases (file and line at the newest one's pin)."""
+
+    op: str
+    kernel: str
+    when: str
+    fallback: str
+    releases: str = ""
+    path: str = ""
+    line: int = 0
+    source_id: int | None = None
+
+
+@dataclass
 class WorkaroundRec:
     id: str
     title: str
@@ -297,6 +349,9 @@ class CatalogData:
     # Graph mode (torch.compile with torchair): converters per pinned torchair commit.
     graph_pins: list[GraphPinRec] = field(default_factory=list)
     graph_converters: list[GraphConverterRec] = field(default_factory=list)
+    # Kernel path: torch_npu's rules per release and op-plugin's SoC fallbacks per op.
+    kernel_path_rules: list[KernelPathRuleRec] = field(default_factory=list)
+    kernel_soc_checks: list[KernelSocCheckRec] = field(default_factory=list)
 
     def add_source(self, scraper: str, path: str, *, url: str = "", ref: str = "",
                    commit: str = "", sha256: str = "", rows: int = 0) -> int:

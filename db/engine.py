@@ -8,6 +8,7 @@ file means a new catalog file and never a stale one).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sqlite3
@@ -77,9 +78,9 @@ def resolve_catalog_path(explicit: Path | None = None, *,
     key = f"layout {LAYOUT_VERSION}\n{snapshot_digest(snap)}{extra}"
     digest = hashlib.sha256(key.encode()).hexdigest()
     target = cache_dir() / f"catalog-{digest[:16]}.sqlite"
-    if target.is_file() and damage(target) is not None:
+    if target.is_file() and (damage(target) is not None or corruption(target) is not None):
         # Ours to rebuild: it is only ever a copy of the bundled snapshot (a disk that filled
-        # up, a file cut short by a copy of the cache directory).
+        # up, a file cut short by a copy of the cache directory, bytes changed on disk).
         target.unlink(missing_ok=True)
     if not target.is_file():
         remove_stale_temp_files(target)
@@ -87,6 +88,8 @@ def resolve_catalog_path(explicit: Path | None = None, *,
         if contributions:
             contributions.attach(data)
         write_catalog(data, target)
+        with contextlib.suppress(OSError):  # just built whole: no need to read it back
+            _remember(_mark(target), _stamp(target))
     return target
 
 
@@ -124,6 +127,56 @@ def damage(path: Path) -> str | None:
     if row is None or row[0] != str(SCHEMA_VERSION):
         return f"catalog schema {row[0] if row else 'none'}, this opcheck needs {SCHEMA_VERSION}"
     return None
+
+
+def _stamp(path: Path) -> str:
+    st = path.stat()
+    return f"{SCHEMA_VERSION} {st.st_size} {st.st_mtime_ns} {st.st_ino} {st.st_dev}"
+
+
+def corruption(path: Path) -> str | None:
+    """What SQLite's ``quick_check`` finds wrong in ``path`` (pages of random bytes behind an
+    intact header pass :func:`damage`), or None. The check reads the whole file (~0.4 s for
+    the catalog), so a file that passed is remembered by its size, mtime and inode in the user
+    cache and checked again only once it changed."""
+    try:
+        stamp = _stamp(path)
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror})"
+    mark = _mark(path)
+    try:
+        if mark.read_text(encoding="utf-8") == stamp:
+            return None
+    except OSError:
+        pass
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            rows = conn.execute("PRAGMA quick_check(3)").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return f"corrupt ({exc})"
+    if rows != [("ok",)]:
+        lines = [ln.strip() for r in rows for ln in str(r[0]).splitlines()]
+        found = "; ".join(ln for ln in lines if ln and not ln.startswith("***"))
+        return f"corrupt: {found[:200]}"
+    _remember(mark, stamp)
+    return None
+
+
+def _mark(path: Path) -> Path:
+    return cache_dir() / "verified" / hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
+
+
+def _remember(mark: Path, stamp: str) -> None:
+    try:  # only a cache: a read-only cache directory costs a check per command
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        tmp = mark.with_name(f"{mark.name}.{os.getpid()}.tmp")
+        tmp.write_text(stamp, encoding="utf-8")
+        os.replace(tmp, mark)
+    except OSError:
+        pass
 
 
 def remove_stale_temp_files(path: Path) -> list[Path]:
@@ -180,6 +233,8 @@ def open_catalog(explicit: Path | None = None, *,
 
 def check_schema(engine: Engine, path: Path) -> None:
     why = damage(path)
+    if why is None:
+        why = corruption(path)
     if why is not None and not why.startswith("catalog schema"):
         hint = ("run `opcheck sync` to write it again" if path == synced_catalog_path()
                 else "rebuild it, or drop --catalog / $OPCHECK_CATALOG to use the bundled one")

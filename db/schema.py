@@ -41,6 +41,8 @@ from opcheck.db.data import (
     GraphConverterRow,
     GraphPinRec,
     KernelFacts,
+    KernelPathRuleRec,
+    KernelSocCheckRec,
     OpAclnnRec,
     OperatorRec,
     PythonRec,
@@ -186,6 +188,9 @@ TABLES: tuple[Table, ...] = (
     Table(t.OpAclnn, lambda d: d.op_aclnn),
     Table(t.GraphPin, lambda d: d.graph_pins),
     Table(t.GraphConverter, _graph_converters),
+    # no reference to release: rules of a tag kept when the catalog has a subset of releases
+    Table(t.KernelPathRule, lambda d: d.kernel_path_rules),
+    Table(t.KernelSocCheck, lambda d: d.kernel_soc_checks),
 )
 
 
@@ -272,4 +277,7 @@ FILES: tuple[File, ...] = (
     # optional: a snapshot written before graph mode still reads (graph status unknown)
     File("graph_pins.tsv", GraphPinRec, "graph_pins", optional=True),
     File("graph_converters.tsv", GraphConverterRec, "graph_converters", optional=True),
+    # optional: a snapshot written before the kernel-path facts still reads (path unknown)
+    File("kernel_path_rules.tsv", KernelPathRuleRec, "kernel_path_rules", optional=True),
+    File("kernel_soc_checks.tsv", KernelSocCheckRec, "kernel_soc_checks", optional=True),
 )

@@ -335,3 +335,47 @@ class GraphConverter(CatalogTable, table=True):
     line: int = 0
     source_id: int | None = Field(default=None, foreign_key=_SOURCE)
     rebound: str = ""
+
+
+class KernelPathRule(CatalogTable, table=True):
+    """How torch_npu picks an op's kernel path at one release (``KernelPathRuleRec``)."""
+
+    # no reference to release: rules of a tag kept when the catalog has a subset of releases
+    __tablename__ = "kernel_path_rule"
+    torch_npu: str = Field(primary_key=True)
+    tag: str = ""
+    jit_kind: str = ""
+    jit_condition: str = ""
+    jit_default: str = ""
+    jit_line: int = 0
+    acl_default: str = ""
+    precision_condition: str = ""
+    precision_true: str = ""
+    precision_false: str = ""
+    precision_line: int = 0
+    aclnn_only: str = ""
+    aclnn_only_line: int = 0
+    socs: str = ""
+    codegen_path: str = ""
+    codegen_base_format: bool = False
+    codegen_force_aclnn: bool = False
+    codegen_aclnn_only_raises: bool = False
+    codegen_internal_format_opapi: bool = False
+    codegen_line: int = 0
+    source_id: int | None = Field(default=None, foreign_key=_SOURCE)
+    codegen_source_id: int | None = Field(default=None, foreign_key=_SOURCE)
+
+
+class KernelSocCheck(CatalogTable, table=True):
+    """An op's op_api kernel handing the call to a fallback on some SoCs (``KernelSocCheckRec``)."""
+
+    __tablename__ = "kernel_soc_check"
+    id: int | None = Field(default=None, primary_key=True)
+    op: str = Field(index=True)
+    kernel: str
+    when: str
+    fallback: str
+    releases: str = ""
+    path: str = ""
+    line: int = 0
+    source_id: int | None = Field(default=None, foreign_key=_SOURCE)

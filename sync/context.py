@@ -51,7 +51,6 @@ import json
 import multiprocessing
 import multiprocessing.context
 import os
-import pickle
 import shutil
 import sys
 from collections.abc import Callable, Iterable
@@ -66,6 +65,7 @@ from opcheck.core.errors import OpcheckError, ScrapeError
 from opcheck.db.data import CatalogData, KernelFacts
 from opcheck.scrapers.releases import MatrixResult
 from opcheck.scrapers.rows import KernelRow, Origin
+from opcheck.sync import cachecodec
 from opcheck.sync.sources import Fetched, MirrorSource, Source
 from opcheck.sync.universe import Universe
 
@@ -81,8 +81,8 @@ def _quiet(_message: str) -> None:
     pass
 
 
-# Bump when the layout or the pickled form of cache entries changes.
-_CACHE_FORMAT = "1"
+# Bump when the layout or the encoded form of cache entries changes (2: JSON, no pickle).
+_CACHE_FORMAT = "2"
 # Parsers are pure functions of code in these packages (plus their own module).
 _PARSER_PACKAGES = ("core", "scrapers")
 
@@ -127,7 +127,10 @@ def parser_id(parser: Callable[..., Any]) -> str:
 
 
 class ParseCache:
-    """Parsed results on disk, one pickle per (parser, code version, options, content)."""
+    """Parsed results on disk, one JSON entry per (parser, code version, options, content).
+
+    Entries are read back with :mod:`opcheck.sync.cachecodec`, which rebuilds only opcheck's own
+    row classes: a file swapped into the cache directory is a miss, never code that runs."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -135,16 +138,17 @@ class ParseCache:
         self._made: set[Path] = set()  # folders this process created or found
 
     def _file(self, pid: str, version: str, key: str) -> Path:
-        return self.root / pid / version[:32] / f"{key}.pickle"
+        return self.root / pid / version[:32] / f"{key}.json"
 
     def load(self, pid: str, version: str, key: str) -> tuple[bool, Any]:
         f = self._file(pid, version, key)
         try:
-            with f.open("rb") as fh:
-                return True, pickle.load(fh)
-        except FileNotFoundError:
+            data = f.read_bytes()
+        except OSError:  # absent, or not a readable file
             return False, None
-        except Exception:  # a truncated or foreign entry is a miss
+        try:
+            return True, cachecodec.decode(f"{pid}/{version}/{key}", data)
+        except cachecodec.CodecError:  # truncated, foreign or tampered: parse again
             return False, None
 
     def has(self, pid: str, version: str, key: str) -> bool:
@@ -153,7 +157,7 @@ class ParseCache:
     def store(self, pid: str, version: str, key: str, value: Any) -> None:
         f = self._file(pid, version, key)
         try:
-            data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+            data = cachecodec.encode(f"{pid}/{version}/{key}", value)
             if f.parent not in self._made:  # thousands of entries share a folder
                 self._prune(pid, f.parent.name)
                 f.parent.mkdir(parents=True, exist_ok=True)
@@ -167,7 +171,7 @@ class ParseCache:
             except BaseException:
                 tmp.unlink(missing_ok=True)
                 raise
-        except (OSError, pickle.PicklingError):
+        except (OSError, cachecodec.CodecError):
             pass  # a cache that cannot be written only costs time
 
     def _prune(self, pid: str, current: str) -> None:

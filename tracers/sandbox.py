@@ -33,12 +33,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from opcheck.core.errors import TraceError
+from opcheck.tracers.procs import TailReader, kill_tree
 
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_MEMORY_MB = 8192
 # importing torch alone maps ~1-2 GB of address space; below this the worker cannot start.
 MIN_MEMORY_MB = 2048
 STDERR_TAIL = 4000
+# What is kept of a child's stderr: the tail the reports quote, with room for a traceback.
+STDERR_KEEP = 64 * 1024
 
 
 def set_limits(memory_mb: int) -> None:
@@ -59,8 +62,9 @@ class ChildRun:
 
 def run_limited(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float,
                 memory_mb: int) -> ChildRun:
-    """Run ``argv`` in its own process group under an address-space limit; kill the whole
-    group at the timeout (or when the caller is interrupted)."""
+    """Run ``argv`` in its own process group under an address-space limit; kill it with every
+    descendant at the timeout (or when the caller is interrupted). Only the tail of its stderr
+    is kept, and its end is not waited for past the child's own exit (a leftover may hold it)."""
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,
@@ -72,16 +76,28 @@ def run_limited(argv: list[str], *, cwd: str, env: dict[str, str], timeout: floa
         # preexec_fn (not a wrapper script): the limit must be in place before python starts
         preexec_fn=lambda: set_limits(memory_mb),
     )
+    assert proc.stderr is not None
+    tail = TailReader(proc.stderr, STDERR_KEEP)
     try:
-        _, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        proc.communicate()
-        return ChildRun(None, "")
+        return _wait(proc, tail, timeout)
     except BaseException:
-        kill_group(proc)
+        kill_tree(proc.pid)
         raise
-    return ChildRun(proc.returncode, err.decode("utf-8", "replace"))
+    finally:
+        with suppress(OSError):
+            proc.stderr.close()
+
+
+def _wait(proc: subprocess.Popen[bytes], tail: TailReader, timeout: float) -> ChildRun:
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        proc.wait()
+        return ChildRun(None, tail.text(wait=0.5))
+    # what the worker did not reap itself (it died abruptly): the rest of its group
+    _kill_session(proc.pid)
+    return ChildRun(proc.returncode, tail.text())
 
 
 def run_worker(
@@ -240,19 +256,18 @@ class ForkServer:
             try:
                 done = self._wait(rid, "exit", time.monotonic() + timeout)
             except BaseException:
-                _kill_session(pid)
+                kill_tree(pid)
                 raise
             code: int | None
-            if done is None:  # the timeout: the child's whole session goes
-                _kill_session(pid)
+            if done is None:  # the timeout: the child and all it started go
+                kill_tree(pid)
                 self._wait(rid, "exit", None)
                 code = None
             else:
                 code = int(done["exit"])
             with self._cond:
                 self._msgs.pop(rid, None)
-            stderr = err.read_text(encoding="utf-8", errors="replace") if err.is_file() else ""
-            return ChildRun(code, stderr)
+            return ChildRun(code, _file_tail(err, STDERR_KEEP))
 
     def close(self) -> None:
         """End the template (its children are killed with it: see the worker)."""
@@ -290,6 +305,8 @@ class WorkerAhead:
             cwd=tmp, env=env, start_new_session=True,
             preexec_fn=lambda: set_limits(memory_mb),
         )
+        assert self.proc.stderr is not None
+        self._tail = TailReader(self.proc.stderr, STDERR_KEEP)
         self._taken = False
         self._lock = threading.Lock()
 
@@ -303,18 +320,16 @@ class WorkerAhead:
         self.req.write_text(json.dumps({**request, "stream": str(self.records)}),
                             encoding="utf-8")
         proc = self.proc
+        assert proc.stdin is not None
         try:
             # (a worker that died while importing: its exit status and stderr say why)
-            _, err = proc.communicate(b"go\n", timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_group(proc)
-            proc.communicate()
-            child = ChildRun(None, "")
+            with suppress(OSError):
+                proc.stdin.write(b"go\n")
+                proc.stdin.close()
+            child = _wait(proc, self._tail, timeout)
         except BaseException:
-            kill_group(proc)
+            kill_tree(proc.pid)
             raise
-        else:
-            child = ChildRun(proc.returncode, err.decode("utf-8", "replace"))
         return _result(child, self.out, self.records, request, timeout=timeout,
                        memory_mb=self.memory_mb)
 
@@ -347,6 +362,17 @@ def worker_ahead(memory_mb: int) -> Iterator[WorkerAhead]:
         with _active_lock:
             _ahead = None
         worker.close()
+
+
+def _file_tail(path: Path, limit: int) -> str:
+    """The last ``limit`` bytes of a file a child wrote (it may have flooded gigabytes)."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - limit))
+            return fh.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _kill_session(pid: int) -> None:

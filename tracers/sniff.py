@@ -9,13 +9,15 @@ caller can pick a safe path or refuse with a useful one-line message.
 from __future__ import annotations
 
 import io
-import json
 import pickletools
+import time
 import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from opcheck.core import jsonio
 
 Kind = Literal[
     "export_pt2", "torchscript", "pickled_module", "state_dict", "checkpoint",
@@ -27,6 +29,12 @@ LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 _LEGACY_HEAD = b"\x80\x02\x8a\x0a" + LEGACY_MAGIC.to_bytes(10, "little")
 # Archives up to this size get every member CRC-checked; bigger ones only the members we read.
 FULL_CRC_LIMIT = 256 * 1024 * 1024
+# What checking CRCs may cost, whatever the archive declares: a 1 MB zip can expand to 20 GiB.
+CRC_BYTES_BUDGET = 512 * 1024 * 1024
+CRC_ENTRY_BUDGET = 20_000
+CRC_SECONDS_BUDGET = 3.0
+# Deflate reaches about 1:1032 at best; a higher overall ratio is a bomb, not a model.
+MAX_RATIO = 1100
 # Pickles bigger than this are not scanned completely (state dicts keep tensor data outside).
 PICKLE_SCAN_LIMIT = 64 * 1024 * 1024
 
@@ -237,8 +245,8 @@ def _looks_like_onnx(p: Path, head: bytes) -> bool:
 def _sniff_json(p: Path) -> Sniffed:
     try:
         with p.open("rb") as fh:
-            doc: Any = json.loads(fh.read(256 * 1024 * 1024))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            doc: Any = jsonio.loads(fh.read(256 * 1024 * 1024))
+    except jsonio.JsonInputError as exc:
         return Sniffed("unknown", f"JSON-like but not valid JSON ({exc})", str(p))
     if isinstance(doc, dict) and doc.get("kind") == "opcheck.oplist":
         return Sniffed("oplist_json", "an opcheck op list", str(p))
@@ -260,8 +268,11 @@ def _sniff_zip(p: Path, size: int) -> Sniffed:
             return Sniffed("corrupt", "empty zip archive", str(p))
         prefix = names[0].split("/", 1)[0] + "/" if "/" in names[0] else ""
         rel = {n[len(prefix) :] if n.startswith(prefix) else n for n in names}
+        bomb = _bomb(zf.infolist(), size)
+        if bomb:
+            return Sniffed("corrupt", bomb, str(p), prefix)
         try:
-            bad = zf.testzip() if size <= FULL_CRC_LIMIT else None
+            bad = _bounded_testzip(zf) if size <= FULL_CRC_LIMIT else None
         except ZIP_ERRORS as exc:
             return Sniffed("corrupt", f"damaged zip archive ({exc})", str(p), prefix)
         if bad is not None:
@@ -272,10 +283,42 @@ def _sniff_zip(p: Path, size: int) -> Sniffed:
             return Sniffed("corrupt", f"damaged zip archive ({exc})", str(p), prefix)
 
 
+def _bomb(infos: list[zipfile.ZipInfo], size: int) -> str:
+    declared = sum(i.file_size for i in infos)
+    if declared > CRC_BYTES_BUDGET and declared > MAX_RATIO * max(size, 1):
+        return (f"a zip archive of {size:,} bytes declaring {declared:,} bytes uncompressed "
+                f"({len(infos):,} entries): a decompression bomb, not a model; not opened")
+    return ""
+
+
+def _bounded_testzip(zf: zipfile.ZipFile) -> str | None:
+    """``ZipFile.testzip`` within a byte, entry and time budget: the first entry whose CRC
+    fails, else None (entries past the budget are not checked: a CRC is only a hint)."""
+    deadline = time.monotonic() + CRC_SECONDS_BUDGET
+    left = CRC_BYTES_BUDGET
+    for n, info in enumerate(zf.infolist()):
+        if n >= CRC_ENTRY_BUDGET or info.file_size > left or time.monotonic() > deadline:
+            return None
+        left -= info.file_size
+        try:
+            with zf.open(info) as fh:
+                while fh.read(1 << 20):
+                    if time.monotonic() > deadline:
+                        return None
+        except zipfile.BadZipFile:
+            return info.filename
+    return None
+
+
+def _read_member(zf: zipfile.ZipFile, name: str, limit: int = 4096) -> bytes:
+    with zf.open(name) as fh:
+        return fh.read(limit)
+
+
 def _classify_zip(zf: zipfile.ZipFile, p: Path, prefix: str, rel: set[str]) -> Sniffed:
     if "archive_format" in rel or any(r.startswith("models/") and r.endswith(".json") for r in rel):
         fmt = (
-            zf.read(prefix + "archive_format").decode(errors="replace").strip()
+            _read_member(zf, prefix + "archive_format").decode(errors="replace").strip()
             if ("archive_format" in rel)
             else "pt2"
         )

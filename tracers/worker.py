@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 
 from opcheck.core.errors import OpcheckError
 from opcheck.tracers.inputs import InputSpec
+from opcheck.tracers.procs import become_subreaper, children, kill_descendants
 from opcheck.tracers.sandbox import PRELOAD
 
 
@@ -87,6 +88,9 @@ def main(argv: list[str]) -> int:
         print("usage: python -m opcheck.tracers.worker REQUEST.json RESULT.json", file=sys.stderr)
         return 2
     req_path, out_path = Path(argv[0]), Path(argv[1])
+    # Whatever the traced code starts (workers, a daemon that leaves its session) is re-parented
+    # here when orphaned, and killed before the result is written (tracers/procs.py).
+    become_subreaper()
     # A fatal signal (an exception escaping on the autograd engine's device thread ends in
     # std::terminate) then leaves a Python traceback in the stderr tail the parent reports.
     faulthandler.enable()
@@ -99,6 +103,7 @@ def main(argv: list[str]) -> int:
         traceback.print_exc()
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         result = {"ok": False, "error": f"{type(exc).__name__}: {first}".rstrip(": ")}
+    kill_descendants()
     tmp = out_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result), encoding="utf-8")
     tmp.replace(out_path)
@@ -118,6 +123,7 @@ def template(preload: list[str]) -> int:
     # Out of the collector's reach: a child's collections would otherwise touch (and so copy)
     # every page of the imported objects (~1/4 of a zoo model's trace time).
     gc.freeze()
+    become_subreaper()  # a child's orphans come back here and are killed when it ends
     parent = os.getpid()
     children: dict[int, tuple[int, int]] = {}  # pidfd → (request id, pid)
     buf = b""
@@ -145,6 +151,7 @@ def template(preload: list[str]) -> int:
                 rid, pid = children.pop(fd)
                 os.close(fd)
                 _, status = os.waitpid(pid, 0)
+                _kill_strays({p for _r, p in children.values()})
                 reply({"id": rid, "exit": os.waitstatus_to_exitcode(status)})
                 continue
             data = os.read(0, 65536)
@@ -178,7 +185,9 @@ def _child(job: dict[str, Any], parent: int) -> None:
         os.dup2(null, 1)
         os.dup2(err, 2)
         if "module" in job:  # `python -m MODULE ARGV` (sandbox.run_module)
+            become_subreaper()
             code = _run_module(str(job["module"]), [str(a) for a in job["argv"]])
+            kill_descendants()
         else:
             code = main([str(job["request"]), str(job["result"])])
         sys.stderr.flush()
@@ -186,6 +195,17 @@ def _child(job: dict[str, Any], parent: int) -> None:
         traceback.print_exc()
     finally:
         os._exit(code)
+
+
+def _kill_strays(running: set[int]) -> None:
+    """Kill the template's children that are not running requests: orphans a crashed child
+    left (re-parented here because the template is a subreaper)."""
+    for pid in children(os.getpid()):
+        if pid not in running:
+            with suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with suppress(OSError):
+                os.waitpid(pid, 0)
 
 
 def _run_module(module: str, argv: list[str]) -> int:

@@ -1,5 +1,8 @@
 """What stands between the internet and Datasette (ASGI middleware): one access-log line per
-request, request bodies read against a size cap, and arbitrary SQL rationed per client.
+request, the methods each path answers (405 for the rest), security headers on every response,
+request bodies read against a size cap, and arbitrary SQL and Datasette's costly views
+(full-table exports, many facets, pattern filters) rationed per client and run off the event
+loop.
 
 A shared catalog server meets scanners, oversized uploads and slow queries; none of them may
 cost a well-behaved visitor more than a few milliseconds, nor the log more than one line.
@@ -24,6 +27,23 @@ ARBITRARY_SQL: ContextVar[bool] = ContextVar("opcheck_arbitrary_sql", default=Fa
 
 # Query parameters whose value is SQL written by the visitor (``_where`` is a WHERE clause).
 SQL_PARAMS = frozenset({"sql", "_where"})
+# Datasette table filters that scan every row (no index serves a pattern).
+SCAN_FILTERS = frozenset({"glob", "contains", "notcontains", "like", "notlike", "endswith",
+                          "startswith", "arraycontains", "arraynotcontains"})
+MAX_CHEAP_FACETS = 2  # the configured facets of a table view; more is a visitor's choice
+READ_METHODS = frozenset({"GET", "HEAD"})
+# Sent with every response: no sniffing of content types, no framing by other sites, no
+# referrer leaks, and scripts, styles and images only from this site (Datasette's pages use
+# inline scripts and styles).
+SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"same-origin"),
+    (b"content-security-policy",
+     b"default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+     b"img-src 'self' data:; object-src 'none'; base-uri 'self'; frame-ancestors 'none'; "
+     b"form-action 'self'"),
+)
 LOGGED_PATH_CHARS = 300  # a scanner's 8 kB URL must not make an 8 kB log line
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -78,6 +98,26 @@ def runs_arbitrary_sql(scope: dict[str, Any]) -> bool:
                                                    keep_blank_values=True))
 
 
+def costly_view(scope: dict[str, Any]) -> bool:
+    """A Datasette view whose cost a visitor chooses: a CSV export or a streamed/maximal page,
+    facets beyond the configured ones, or filters that scan every row."""
+    path = str(scope.get("path", ""))
+    query = scope.get("query_string", b"")
+    if path.endswith(".csv"):
+        return True
+    if not query:
+        return False
+    facets = 0
+    for key, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+        if key in ("_stream", "_dl") or (key == "_size" and value == "max"):
+            return True
+        if key.startswith("_facet"):
+            facets += 1
+        elif "__" in key and key.rsplit("__", 1)[1] in SCAN_FILTERS:
+            return True
+    return facets > MAX_CHEAP_FACETS
+
+
 def client_of(scope: dict[str, Any]) -> str:
     client = scope.get("client")
     return str(client[0]) if client else "-"
@@ -129,9 +169,14 @@ class Guard:
     holds a pool thread for up to the time limit)."""
 
     def __init__(self, body_limit: Callable[[str], int], *, sql_per_client: int = 2,
-                 sql_in_flight: int = 8) -> None:
+                 sql_in_flight: int = 8,
+                 methods: Callable[[str], frozenset[str]] = lambda path: READ_METHODS,
+                 costly_per_client: int = 1, costly_in_flight: int = 2) -> None:
         self.body_limit = body_limit
+        self.methods = methods
         self.sql = Ration("SQL queries", sql_per_client, sql_in_flight)
+        self.costly = Ration("exports, facet or pattern-filter views", costly_per_client,
+                             costly_in_flight)
 
     def wrap(self, app: App) -> App:
         async def guarded(scope: dict[str, Any], receive: Receive, send: Send) -> None:
@@ -144,6 +189,7 @@ class Guard:
             async def counting(message: dict[str, Any]) -> None:
                 if message["type"] == "http.response.start":
                     sent["status"] = int(message["status"])
+                    message = with_security_headers(message)
                 elif message["type"] == "http.response.body":
                     sent["bytes"] += len(message.get("body", b""))
                 await send(message)
@@ -157,6 +203,10 @@ class Guard:
 
     async def _handle(self, app: App, scope: dict[str, Any], receive: Receive,
                       send: Send) -> None:
+        allowed = self.methods(scope.get("path", ""))
+        if scope.get("method", "GET") not in allowed:
+            await not_allowed(send, allowed)
+            return
         limit = self.body_limit(scope.get("path", ""))
         declared = header(scope, b"content-length")
         if declared is not None:
@@ -174,11 +224,15 @@ class Guard:
                 await plain(send, 413, too_large(limit), close=True)
                 return
             receive = replay(body, receive)
-        if not runs_arbitrary_sql(scope):
+        if runs_arbitrary_sql(scope):
+            ration = self.sql
+        elif costly_view(scope):
+            ration = self.costly
+        else:
             await app(scope, receive, send)
             return
         client = client_of(scope)
-        refused = self.sql.enter(client)
+        refused = ration.enter(client)
         if refused is not None:
             await plain(send, *refused)
             return
@@ -187,7 +241,26 @@ class Guard:
             await app(scope, receive, send)
         finally:
             ARBITRARY_SQL.reset(token)
-            self.sql.leave(client)
+            ration.leave(client)
+
+
+def with_security_headers(message: dict[str, Any]) -> dict[str, Any]:
+    headers = list(message.get("headers", []))
+    present = {bytes(k).lower() for k, _ in headers}
+    headers += [(k, v) for k, v in SECURITY_HEADERS if k not in present]
+    return {**message, "headers": headers}
+
+
+async def not_allowed(send: Send, allowed: frozenset[str]) -> None:
+    body = b"method not allowed\n"
+    await send({"type": "http.response.start", "status": 405, "headers": [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+        (b"allow", ", ".join(sorted(allowed)).encode()),
+        # a CONNECT or other odd request leaves the connection in a state not worth keeping
+        (b"connection", b"close"),
+    ]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def too_large(limit: int) -> str:

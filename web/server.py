@@ -17,6 +17,52 @@ from opcheck.db.search import search_tables
 from opcheck.web.app import asgi_app
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+# A request's head (request line and headers) arrives in one packet from any real client:
+# a connection still short of a whole head after this long is closed (half-sent headers held
+# 1,500 connections open and slowed new visitors 2.5x). uvicorn times out idle keep-alive
+# connections only.
+HEADER_SECONDS = 5.0
+
+
+def _h11_with_header_deadline() -> type:
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderDeadline(H11Protocol):  # type: ignore[misc]  # uvicorn is untyped here
+        _head_timer: Any = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def _waiting(self) -> bool:
+            return self.cycle is None or bool(self.cycle.response_complete)
+
+        def _arm(self) -> None:
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_later(HEADER_SECONDS, self._head_expired)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def data_received(self, data: bytes) -> None:
+            if self._waiting():
+                self._arm()
+            super().data_received(data)
+            if not self._waiting():
+                self._disarm()
+
+        def _head_expired(self) -> None:
+            self._head_timer = None
+            if self._waiting() and not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return HeaderDeadline
 
 
 def sql_allowed_by_default(host: str) -> bool:
@@ -51,7 +97,7 @@ def _listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socke
 
 
 def _run(catalog: Path, sock: socket.socket, ready: Any = None, *,
-         allow_sql: bool = False) -> None:
+         allow_sql: bool = False, trust_proxy: bool = False) -> None:
     import uvicorn
 
     from opcheck.web.guard import configure_logging
@@ -61,19 +107,27 @@ def _run(catalog: Path, sock: socket.socket, ready: Any = None, *,
     # event loop thread get back to waiting visitors within a millisecond, not five.
     sys.setswitchinterval(0.001)
     # uvicorn's own access log is off: the guard writes one structured line per request.
+    # X-Forwarded-For is believed only when the operator says a proxy sets it: uvicorn trusts it
+    # from 127.0.0.1 by default, which let one client on the machine pose as many and get a
+    # share of every ration per made-up address. h11 answers what httptools mishandles (an
+    # unknown method): a 400/405, never a traceback.
     config = uvicorn.Config(asgi_app(catalog, ready, allow_sql=allow_sql), log_level="warning",
-                            access_log=False, lifespan="on")
+                            access_log=False, lifespan="on", proxy_headers=trust_proxy,
+                            forwarded_allow_ips="*" if trust_proxy else None,
+                            http=_h11_with_header_deadline())
     uvicorn.Server(config).run(sockets=[sock])
 
 
-def _worker(catalog: str, host: str, port: int, ready: Any, allow_sql: bool) -> None:
+def _worker(catalog: str, host: str, port: int, ready: Any, allow_sql: bool,
+            trust_proxy: bool) -> None:
     _run(Path(catalog), _listening_socket(host, port, reuse_port=True), ready,
-         allow_sql=allow_sql)
+         allow_sql=allow_sql, trust_proxy=trust_proxy)
 
 
 def serve(catalog: Path, *, host: str = "127.0.0.1", port: int = 8001,
-          workers: int = 1, allow_sql: bool | None = None) -> None:
-    """Serve ``catalog``; ``allow_sql`` None: visitor-written SQL only on a loopback host."""
+          workers: int = 1, allow_sql: bool | None = None, trust_proxy: bool = False) -> None:
+    """Serve ``catalog``; ``allow_sql`` None: visitor-written SQL only on a loopback host;
+    ``trust_proxy``: client addresses from X-Forwarded-For (behind a reverse proxy)."""
     if allow_sql is None:
         allow_sql = sql_allowed_by_default(host)
     if not search_tables(catalog):
@@ -82,9 +136,9 @@ def serve(catalog: Path, *, host: str = "127.0.0.1", port: int = 8001,
     if workers <= 1 or not hasattr(socket, "SO_REUSEPORT") or not sys.platform.startswith("linux"):
         sock = _listening_socket(host, port, reuse_port=False)
         _announce(catalog, host, port, 1, allow_sql)
-        _run(catalog, sock, allow_sql=allow_sql)
+        _run(catalog, sock, allow_sql=allow_sql, trust_proxy=trust_proxy)
         return
-    _serve_workers(catalog, host, port, workers, allow_sql)
+    _serve_workers(catalog, host, port, workers, allow_sql, trust_proxy)
 
 
 def _announce(catalog: Path, host: str, port: int, workers: int, allow_sql: bool) -> None:
@@ -96,7 +150,7 @@ def _announce(catalog: Path, host: str, port: int, workers: int, allow_sql: bool
 
 
 def _serve_workers(catalog: Path, host: str, port: int, workers: int,
-                   allow_sql: bool) -> None:
+                   allow_sql: bool, trust_proxy: bool) -> None:
     """One uvicorn per worker process, each with its own SO_REUSEPORT socket on the same
     port: Linux spreads new connections over them. (One shared socket lets whichever worker
     wakes first accept every keep-alive connection of a burst, leaving the others idle.)"""
@@ -118,7 +172,8 @@ def _serve_workers(catalog: Path, host: str, port: int, workers: int,
     _announce(catalog, host, port, workers, allow_sql)
     ctx = multiprocessing.get_context("spawn")
     events = [ctx.Event() for _ in range(workers)]
-    procs = [ctx.Process(target=_worker, args=(str(catalog), host, port, ev, allow_sql),
+    procs = [ctx.Process(target=_worker,
+                         args=(str(catalog), host, port, ev, allow_sql, trust_proxy),
                          daemon=True)
              for ev in events]
     stopping = False

@@ -11,6 +11,7 @@ SQLite releases the GIL while it steps, so a slow query costs the loop little.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +24,8 @@ from opcheck.web.guard import ARBITRARY_SQL
 T = TypeVar("T")
 
 SQL_THREADS = 2  # per worker process: more would only share the same core
+VALUE_LIMIT = 1_000_000  # bytes of one string or blob a visitor's query may build
+SQL_LIMIT = 100_000  # bytes of SQL text
 
 
 class CatalogDatabase(Database):  # type: ignore[misc]  # Datasette is untyped
@@ -53,6 +56,10 @@ class CatalogDatabase(Database):  # type: ignore[misc]  # Datasette is untyped
             if conn is None:
                 conn = self.connect()
                 self.ds._prepare_connection(conn, self.name)
+                # One SQLite step can build a value of any size (zeroblob(200000000) took a
+                # worker to 2.4 GB): no catalog value comes near these, a visitor's may not.
+                conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, VALUE_LIMIT)
+                conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, SQL_LIMIT)
                 self._local.conn = conn
             return fn(conn)
 

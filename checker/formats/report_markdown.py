@@ -16,6 +16,7 @@ from opcheck.checker.formats.text import (
     summary_line,
     target_line,
 )
+from opcheck.checker.kernel_path import brief
 from opcheck.core.vocab import Status
 
 if TYPE_CHECKING:
@@ -93,7 +94,8 @@ def _op_table(title: str, ops: Sequence[Finding], root: str, *, empty: str) -> l
     out += ["| op | status | calls | dtypes | where | first NPU release | workarounds |",
             "|---|---|---|---|---|---|---|"]
     for f in ops:
-        shown = f.status + (" (restricted)" if f.restricted else "")
+        shown = f.status + (" (restricted)" if f.restricted else "") + (
+            f" · {brief(f.path)}" if f.path else "")  # the kernel path per product
         where = ", ".join(relative_location(x, root) for x in (f.locations or f.modules)[:2])
         first = f.first_npu_release or (f"{f.first_npu_release_any} (other torch line)"
                                         if f.first_npu_release_any else "none yet")

@@ -99,6 +99,33 @@ def test_write_failure_after_the_checks_is_one_line_and_exit_2(
     assert one_error_line(r).startswith("opcheck: error: cannot write /proc/version: ")
 
 
+@pytest.mark.parametrize("fmt", ["json", "table"])
+def test_a_full_disk_leaves_the_previous_report_whole(
+        tmp_path: Path, cat_path: Path, clean_ops: Path, monkeypatch: pytest.MonkeyPatch,
+        fmt: str) -> None:
+    """Issue 32: `-o` on a full disk replaced the previous report with an 8 kB fragment."""
+    import errno
+    import os
+
+    out = tmp_path / "report.out"
+    r = invoke(str(clean_ops), "--catalog", str(cat_path), "--torch-npu", OLD,
+               "--format", fmt, "-o", str(out))
+    assert r.exit_code in (0, 1), r.output
+    before = out.read_bytes()
+    assert len(before) > 100
+
+    def full(_fd: int) -> None:  # what the flush of a file on a full disk reports
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    r = invoke(str(clean_ops), "--catalog", str(cat_path), "--torch-npu", OLD,
+               "--format", fmt, "-o", str(out))
+    assert r.exit_code == 2
+    assert one_error_line(r) == f"opcheck: error: cannot write {out}: No space left on device"
+    assert out.read_bytes() == before
+    assert not list(tmp_path.glob(".report.out*"))  # no temp file left
+
+
 @pytest.mark.parametrize("argv", [
     ["workaround", "new", "aten::isin.Tensor_Tensor", "-o", "{missing}"],
     ["workaround", "schema", "-o", "{missing}"],
@@ -127,8 +154,22 @@ def test_a_count_of_1e400_is_one_line_not_an_overflow_traceback(
     big.write_text(text)
     r = invoke(str(big), "--catalog", str(cat_path), "--torch-npu", OLD)
     assert r.exit_code == 2
-    assert one_error_line(r) == (f"opcheck: error: {big}: malformed op list: a count or shape "
-                                 "is not a finite integer")
+    assert one_error_line(r) == f"opcheck: error: {big}: the number 1e400 is not finite"
+
+
+@pytest.mark.parametrize("digits", [21, 4301, 100_000])
+def test_an_integer_beyond_any_count_is_one_line(
+        tmp_path: Path, cat_path: Path, clean_ops: Path, digits: int) -> None:
+    """Issue 32: past 4,300 digits json raised its own ValueError: a traceback and exit 1."""
+    text = clean_ops.read_text()
+    doc = json.loads(text)
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps(doc).replace('"count": 4', '"count": ' + "9" * digits, 1))
+    r = invoke(str(big), "--catalog", str(cat_path), "--torch-npu", OLD)
+    assert r.exit_code == 2
+    assert one_error_line(r) == (
+        f"opcheck: error: {big}: an integer of {digits} digits (at most 20)"
+    )
 
 
 def test_an_unforeseen_os_error_is_one_line_too(

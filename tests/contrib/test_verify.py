@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -332,6 +334,44 @@ def test_an_endless_inputs_times_out_instead_of_hanging() -> None:
     assert time.monotonic() - start < 30
     assert r.problems == ["isin-test: timed out after 8 s (a loop in inputs() or replacement() "
                           "that does not end?)"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shared", [False, True])
+def test_processes_an_entry_leaves_behind_are_killed(tmp_path: Path, shared: bool) -> None:
+    """Issue 32: an entry whose code left a daemon behind made verify wait for ever."""
+    import time
+
+    from opcheck.tracers import sandbox
+
+    pids = tmp_path / "pids.txt"
+    leaves = ISIN_CODE.replace("def inputs():", (
+        "def _leave():\n"
+        "    import os, sys, time\n"
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
+        "        if os.fork() == 0:\n"
+        f"            open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+        "            while True:\n"
+        "                time.sleep(0.1)\n"
+        "        os._exit(0)\n"
+        "    time.sleep(0.3)\n"
+        "_leave()\n"
+        "def inputs():"))
+    start = time.monotonic()
+    with sandbox.shared_imports(sandbox.PRELOAD) if shared else contextlib.nullcontext():
+        r = vf.verify_isolated(_isin_entry(leaves), timeout=60)
+    assert time.monotonic() - start < 50, "waited for the daemon"
+    assert r.problems == [] or not any("timed out" in p for p in r.problems), r.problems
+    daemons = [int(p) for p in pids.read_text().split()]
+    assert daemons
+    time.sleep(0.5)
+    for pid in daemons:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        assert stat[stat.rfind(")") + 2] == "Z", f"daemon {pid} still running"
 
 
 @pytest.mark.slow

@@ -59,6 +59,42 @@ def test_a_damaged_first_use_catalog_is_rebuilt(
     engine.open_catalog().dispose()
 
 
+def _scramble_middle(path: Path) -> None:
+    """Random bytes over pages in the middle; the header (and so :func:`damage`) stays intact."""
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    start = (len(data) // page // 2) * page
+    data[start : start + 2 * page] = os.urandom(2 * page)
+    path.write_bytes(bytes(data))
+
+
+def test_random_bytes_in_the_middle_are_found(
+        good: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 32: such a catalog passed the header checks and `op`, `check` and `serve` printed
+    a traceback at the first query that met the bad pages."""
+    monkeypatch.setenv("OPCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    assert engine.corruption(good) is None
+    _scramble_middle(good)
+    assert engine.damage(good) is None  # the cheap check cannot see it
+    assert (engine.corruption(good) or "").startswith("corrupt: ")
+    with pytest.raises(CatalogError, match=r"not an opcheck catalog \(corrupt: Page \d+: [^\n]*drop --catalog"):
+        engine.open_catalog(good)
+
+
+def test_a_scrambled_first_use_catalog_is_rebuilt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPCHECK_CATALOG", raising=False)
+    monkeypatch.setenv("OPCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(engine, "read_snapshot", lambda folder: small_catalog())
+    monkeypatch.setattr(engine, "snapshot_digest", lambda folder: "small")
+    path = engine.resolve_catalog_path()
+    whole = path.read_bytes()
+    _scramble_middle(path)
+    assert engine.resolve_catalog_path() == path
+    assert path.read_bytes() == whole  # built again from the snapshot
+    engine.open_catalog().dispose()
+
+
 def test_only_temp_files_of_dead_builds_are_removed(tmp_path: Path) -> None:
     target = tmp_path / "catalog.sqlite"
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],

@@ -27,6 +27,8 @@ from opcheck.db.data import (
     GraphConverterRec,
     GraphPinRec,
     KernelFacts,
+    KernelPathRuleRec,
+    KernelSocCheckRec,
     OpAclnnRec,
     WorkaroundRec,
     ZooRec,
@@ -97,6 +99,10 @@ def _full() -> CatalogData:
     full.graph_pins = [GraphPinRec("2.1.0.post17", "v7.2.0-pytorch2.1.0", "a" * 40, "read", 1)]
     full.graph_converters = [GraphConverterRec("aten::relu", "converted", path="aten/relu.py",
                                                sources="1", lines="9")]
+    full.kernel_path_rules = [KernelPathRuleRec("2.1.0.post17", jit_kind="soc",
+                                                jit_condition="soc>=Ascend910B1", jit_line=60)]
+    full.kernel_soc_checks = [KernelSocCheckRec("aten::_foreach_sqrt", "_foreach_sqrt", "",
+                                                "at::native::foreach_tensor_sqrt_slow")]
     return full
 
 

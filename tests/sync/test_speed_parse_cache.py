@@ -4,6 +4,8 @@ the parser's code changes."""
 from __future__ import annotations
 
 import importlib
+import json
+import os
 import pickle
 import shutil
 import sys
@@ -73,7 +75,7 @@ def test_a_second_sync_reads_parses_from_the_cache(files: MirrorSource, tmp_path
     assert ctx.parse_stats["cached"] == 1
     assert CALLS == [("a/f.yaml", "2.1")]
     # A cache entry that cannot be read (a sync killed mid-write, a foreign file) is a miss.
-    for entry in cache.rglob("*.pickle"):
+    for entry in cache.rglob("*.json"):
         entry.write_bytes(b"\x80\x05truncated")
     assert SyncContext(files, parse_cache=cache).parsed("a/f.yaml", count_lines,
                                                         torch="2.1") == ["2.1:x", "2.1:y"]
@@ -103,7 +105,7 @@ def test_editing_the_parser_invalidates_its_cached_parses(files: MirrorSource, t
     versions = list((cache / "speed_cache_parser.parse").iterdir())
     assert len(versions) == 1  # entries of the old code are gone
     entry = next(versions[0].iterdir())
-    assert pickle.loads(entry.read_bytes()) == ["X", "Y"]
+    assert json.loads(entry.read_bytes())["value"] == ["X", "Y"]
 
 
 def test_collect_with_a_parse_cache_builds_the_same_catalog(
@@ -120,7 +122,7 @@ def test_collect_with_a_parse_cache_builds_the_same_catalog(
     cache = tmp_path / "parsed"
     cold = collect(MirrorSource(mirror), universe=universe, parse_cache=cache)
     warm = collect(MirrorSource(mirror), universe=universe, parse_cache=cache)
-    assert any(cache.rglob("*.pickle"))
+    assert any(cache.rglob("*.json"))
     assert not plain.failures and not cold.failures and not warm.failures
     for n, res in enumerate((plain, cold, warm)):
         write_snapshot(res.data, tmp_path / f"snap{n}")
@@ -214,8 +216,59 @@ def test_collect_in_worker_processes_builds_the_same_catalog(
                      parse_cache=tmp_path / "parsed")
     assert not alone.failures and not pooled.failures
     assert sum(sent) >= 3  # files were parsed in the workers
-    assert any((tmp_path / "parsed").rglob("*.pickle"))
+    assert any((tmp_path / "parsed").rglob("*.json"))
     write_snapshot(alone.data, tmp_path / "alone")
     write_snapshot(pooled.data, tmp_path / "pooled")
     assert alone.data.kernels
     assert snapshot_equal(tmp_path / "alone", tmp_path / "pooled") == []
+
+
+def test_a_swapped_cache_entry_never_runs_code(files: MirrorSource, tmp_path: Path) -> None:
+    """Issue 32: the cache held pickles, so a replaced file ran its code at the next sync."""
+    cache = tmp_path / "parsed"
+    SyncContext(files, parse_cache=cache).parsed("a/f.yaml", count_lines, torch="2.1")
+    (entry,) = cache.rglob("*.json")
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return (os.system, (f"touch {marker}",))
+
+    entry.write_bytes(pickle.dumps(Evil()))
+    calls = len(CALLS)
+    assert SyncContext(files, parse_cache=cache).parsed(
+        "a/f.yaml", count_lines, torch="2.1"
+    ) == ["2.1:x", "2.1:y"]
+    assert not marker.exists() and len(CALLS) == calls + 1  # a miss: parsed again
+    # Well-formed JSON naming a class outside opcheck, or written for another key, is a miss too.
+    key = json.loads(cache.joinpath(entry.relative_to(cache)).read_bytes())["key"]
+    for doc in (
+        {"key": key, "value": {"c": ["os:system", ["touch " + str(marker)]]}},
+        {"key": key, "value": {"c": ["subprocess:Popen", [["touch", str(marker)]]]}},
+        {"key": "other", "value": ["forged"]},
+        {"key": key, "value": {"zz": []}},
+    ):
+        entry.write_text(json.dumps(doc))
+        assert SyncContext(files, parse_cache=cache).parsed(
+            "a/f.yaml", count_lines, torch="2.1"
+        ) == ["2.1:x", "2.1:y"]
+    assert not marker.exists()
+
+
+def test_codec_round_trips_rows_and_containers() -> None:
+    from opcheck.core.vocab import Status
+    from opcheck.scrapers.rows import KernelRow
+    from opcheck.sync import cachecodec
+
+    row = KernelRow(op="aten::add.Tensor", torch="2.1", op_api=True, line=3)
+    value = {
+        ("a", 1): [row, (row, None)],
+        "s": {frozenset({"x"}), 2.5},
+        "e": Status.NPU,
+        "big": 10**40,
+    }
+    assert cachecodec.decode("k", cachecodec.encode("k", value)) == value
+    with pytest.raises(cachecodec.CodecError, match="another key"):
+        cachecodec.decode("j", cachecodec.encode("k", value))
+    with pytest.raises(cachecodec.CodecError, match="cannot cache"):
+        cachecodec.encode("k", object())

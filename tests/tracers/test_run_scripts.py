@@ -227,3 +227,55 @@ def test_spawned_ranks_run_once_as_rank_0(cli: Callable[..., Result], bundled_ca
     assert any("spawn_ranks.py:13: torch.multiprocessing.spawn(nprocs=8)" in n
                for n in doc["notes"])  # fmt: skip
     assert _ops(doc)["aten::cumsum"]["locations"] == ["tests/fixtures/scripts/spawn_ranks.py:9"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
+def test_processes_a_script_leaves_behind_are_killed_and_the_report_comes(
+    cli: Callable[..., Result], bundled_catalog: Path, tmp_path: Path
+) -> None:
+    """Issue 32: a forked child holding stderr, or a setsid daemon, made `run` wait for ever
+    (or report "timed out" with no report)."""
+    import time
+
+    pids = tmp_path / "pids.txt"
+    started = time.monotonic()
+    res = cli("run", "--catalog", str(bundled_catalog), "-f", "json", "--timeout", "120",
+              "--memory-mb", "4096", *OLD, str(SCRIPTS / "leaves_processes.py"), str(pids))  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert time.monotonic() - started < 100  # far from the timeout: not waited for
+    doc = json.loads(res.stdout)
+    assert doc["complete"]
+    assert any("linalg_inv" in op for op in _ops(doc))  # the work before the fork
+    left = [int(p) for p in pids.read_text().split()]
+    assert len(left) == 2
+    deadline = time.monotonic() + 5
+    while any(_alive(p) for p in left) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in left if _alive(p)]
+
+
+def test_a_stderr_flood_keeps_only_a_tail(tmp_path: Path) -> None:
+    """Issue 32: opcheck kept a child's whole stderr (3 GB in 5.8 s)."""
+    import resource
+    import sys
+
+    from opcheck.tracers.sandbox import STDERR_KEEP, run_limited
+
+    flood = tmp_path / "flood.py"
+    flood.write_text("import os\nfor _ in range(600):\n    os.write(2, b'y' * (1 << 20))\n"
+                     "os.write(2, b'the end\\n')\n")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    child = run_limited([sys.executable, str(flood)], cwd=str(tmp_path), env={},
+                        timeout=120, memory_mb=2048)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert child.returncode == 0
+    assert child.stderr.endswith("the end\n") and len(child.stderr) <= STDERR_KEEP
+    assert grown_mb < 50, grown_mb  # 600 MB went through the pipe

@@ -116,3 +116,42 @@ def test_onnx_and_corrupt_errors(tmp_path: Path) -> None:
         api.trace(cut)
     with pytest.raises(TraceError, match="no such file"):
         api.trace(tmp_path / "missing.pt")
+
+
+def _zeros_zip(path: Path, entries: int, mib: int) -> None:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("m/archive_format", "pt2")
+        z.writestr("m/models/model.json", "{}")
+        for i in range(entries):
+            z.writestr(f"m/data/w{i}", b"\0" * (mib << 20))
+
+
+def test_a_decompression_bomb_is_refused_without_expanding_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32: the type check decompressed every entry of a 1 MB zip declaring 20 GiB."""
+    from opcheck.tracers import sniff as sniff_mod
+
+    bomb = tmp_path / "bomb.pt2"
+    _zeros_zip(bomb, 8, 2)  # 16 MiB of zeros in ~16 kB
+    opened: list[str] = []
+    real_open = zipfile.ZipFile.open
+
+    def counting_open(self: zipfile.ZipFile, name: object, *a: object, **k: object) -> object:
+        opened.append(str(getattr(name, "filename", name)))
+        return real_open(self, name, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", counting_open)
+    monkeypatch.setattr(sniff_mod, "CRC_BYTES_BUDGET", 1 << 20)
+    # One deflate layer stops near 1:1032; real bombs overlap entries to reach 1:20,000. A
+    # lower ratio makes this small archive one without building the overlap by hand.
+    monkeypatch.setattr(sniff_mod, "MAX_RATIO", 500)
+    got = sniff(bomb)
+    assert got.kind == "corrupt" and "decompression bomb" in got.detail
+    assert opened == []  # refused from the directory alone
+    with pytest.raises(TraceError, match="decompression bomb"):
+        api.trace(bomb)
+    # Within the ratio a model may have, the CRC check stops at its byte budget.
+    monkeypatch.setattr(sniff_mod, "MAX_RATIO", 10**9)
+    assert sniff(bomb).kind == "export_pt2"
+    assert not any(n.startswith("m/data/") for n in opened)  # 2 MiB entries exceed the 1 MiB budget

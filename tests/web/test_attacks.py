@@ -255,8 +255,12 @@ def test_oversized_chunked_upload_is_cut_off_at_the_cap(live: Live) -> None:
 
 
 def test_every_path_has_a_body_cap(live: Live) -> None:
-    # Pages that take no uploads accept only a small body.
+    # Pages that take no uploads refuse a POST outright (405, the body unread) ...
     status, _, _ = live.request("POST", "/-/permissions", body=b"x" * (256 * 1024),
+                                headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 405
+    # ... and accept only a small body with the methods they take.
+    status, _, _ = live.request("GET", "/-/permissions", body=b"x" * (256 * 1024),
                                 headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert status == 413
     status, _, _ = live.request("POST", "/-/check", body=b"x" * (256 * 1024),
@@ -380,7 +384,7 @@ def test_sql_errors_are_the_visitors_not_the_log(live: Live) -> None:
     # Other tests' last access lines may still be arriving: every line is an access line,
     # and the bad query has exactly one.
     access = [json.loads(line) for line in lines]
-    assert [a["status"] for a in access if "SELEC" in a["path"]] == [400]
+    assert [a["status"] for a in access if "SELEC+nonsense" in a["path"]] == [400]
 
 
 # --- 4. Host-header poisoning ---------------------------------------------------------------
@@ -409,6 +413,8 @@ def test_host_header_never_reaches_other_visitors(live: Live) -> None:
     '5',
     '[{"op": "aten::add.Tensor", "signatures": [{"count": 1e400}]}]',
     '[' * 100000 + ']' * 100000,
+    '[{"op": "aten::add.Tensor", "count": ' + "9" * 5000 + '}]',
+    '[{"op": "aten::add.Tensor", "count": 1, "shapes": [[' + "9" * 300_000 + ']]}]',
 ])
 def test_malformed_op_lists_are_400_never_500(live: Live, ops: str) -> None:
     doc = (OPLIST_HEAD + ops + "}").encode()
@@ -453,3 +459,187 @@ def test_mixed_attack_keeps_cached_pages_fast(live: Live) -> None:
         in_threads(8, attacker)
     assert p95(latencies) <= P95_LIMIT, f"visitor p95 {p95(latencies) * 1000:.0f} ms"
 
+
+
+# --- issue 32: the next round ---------------------------------------------------------------
+
+DATASETTE_P95 = 0.250  # the issue's bound for the cached op page under Datasette floods
+
+
+def raw(live: Live, data: bytes, source: str = "127.0.0.1") -> bytes:
+    """One request as raw bytes (methods http.client will not send), the reply's head."""
+    with socket.create_connection(("127.0.0.1", live.port), timeout=10,
+                                  source_address=(source, 0)) as s:
+        s.sendall(data)
+        return s.recv(4096)
+
+
+def test_unknown_methods_are_405_with_one_log_line_each(live: Live) -> None:
+    mark = len(live.log)
+    n = 200
+
+    def flood(i: int) -> None:
+        for k in range(n // 4):
+            verb = (b"CONNECT example.com:443", b"PROPFIND /", b"BREW /-/op/x", b"TRACE /")[k % 4]
+            head = raw(live, verb + b" HTTP/1.1\r\nHost: x\r\n\r\n", source=f"127.0.1.{i + 2}")
+            assert head.startswith(b"HTTP/1.1 405 "), head[:80]
+
+    with visitor(live) as latencies:
+        in_threads(4, flood)
+    lines = live.log_since(mark, at_least=n)
+    assert not [ln for ln in lines if "Traceback" in ln or "Exception" in ln]
+    assert len(lines) <= n + len(latencies) + 5  # one access line a request, nothing else
+    assert p95(latencies) <= P95_LIMIT, f"visitor p95 {p95(latencies) * 1000:.0f} ms"
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("POST", OP_PAGE), ("PUT", "/-/check"), ("DELETE", "/catalog/npukernel"),
+    ("POST", "/-/messages"), ("OPTIONS", "/"),
+])
+def test_pages_answer_only_their_methods(live: Live, method: str, path: str) -> None:
+    status, _, _ = live.request(method, path, body=b"x=1", headers={
+        "Origin": "http://evil.example.com", "Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 405
+
+
+@pytest.mark.parametrize("path", [OP_PAGE, "/-/check", "/catalog/npukernel", "/nope"])
+def test_security_headers_on_every_page(live: Live, path: str) -> None:
+    conn = live.connect()
+    try:
+        conn.request("GET", path)
+        r = conn.getresponse()
+        r.read()
+        assert r.getheader("x-content-type-options") == "nosniff"
+        assert r.getheader("x-frame-options") == "DENY"
+        assert "frame-ancestors 'none'" in (r.getheader("content-security-policy") or "")
+    finally:
+        conn.close()
+
+
+def flood_views(live: Live, paths: list[str], seconds: float = 4.0) -> list[int]:
+    statuses: list[int] = []
+
+    def looper(i: int) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            status, _, _ = live.request("GET", paths[i % len(paths)], source=f"127.0.2.{i + 2}")
+            statuses.append(status)
+
+    in_threads(4, looper)
+    return statuses
+
+
+def test_full_table_csv_exports_are_rationed(live: Live) -> None:
+    # A streamed export of a whole table is refused (400: the whole catalog is one download,
+    # /catalog.db); a CSV of one page is served, rationed per client.
+    paths = ["/catalog/npukernel.csv?_stream=on&_size=max",
+             "/catalog/aclnn_param.csv?_size=max"]
+    with visitor(live) as latencies:
+        statuses = flood_views(live, paths)
+    assert set(statuses) <= {200, 400, 429, 503}, statuses
+    assert 200 in statuses and 400 in statuses and (429 in statuses or 503 in statuses)
+    assert p95(latencies) <= DATASETTE_P95, f"visitor p95 {p95(latencies) * 1000:.0f} ms"
+
+
+def test_facets_on_every_column_and_glob_filters_are_rationed(live: Live) -> None:
+    facets = "&".join(f"_facet={c}" for c in ("op", "torch_npu", "status", "kernel",
+                                               "source_id", "op_api", "acl_op"))
+    paths = [f"/catalog/npukernel?{facets}&op__glob=*a*",
+             "/catalog/npukernel?op__contains=e&_size=max",
+             f"/catalog/operator?{facets}"]
+    with visitor(live) as latencies:
+        statuses = flood_views(live, paths)
+    assert set(statuses) <= {200, 400, 429, 503}, statuses
+    assert p95(latencies) <= DATASETTE_P95, f"visitor p95 {p95(latencies) * 1000:.0f} ms"
+
+
+def test_a_form_of_many_parts_is_refused_before_parsing(live: Live) -> None:
+    form = ("&".join(f"f{i}=x" for i in range(90_000))).encode()
+    status, body, seconds = live.request(
+        "POST", "/-/check", body=form, source="127.0.3.2",
+        headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 400 and b"parts" in body
+    assert seconds < 2.0
+
+
+def test_a_visitor_checks_while_four_addresses_flood_the_checker(live: Live) -> None:
+    from urllib.parse import urlencode
+
+    form = ("&".join(f"f{i}=x" for i in range(90_000))).encode()
+    good = urlencode({"oplist": (OPLIST_HEAD + '[{"op": "aten::add.Tensor", "count": 1}]}')})
+    statuses: list[int] = []
+    stop = threading.Event()
+
+    def flood(i: int) -> None:
+        while not stop.is_set():
+            status, _, _ = live.request(
+                "POST", "/-/check", body=form, source=f"127.0.3.{i + 10}",
+                headers={"Content-Type": "application/x-www-form-urlencoded"})
+            statuses.append(status)
+
+    threads = [threading.Thread(target=flood, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.5)
+        mine = [live.request("POST", "/-/check", body=good.encode(), source="127.0.3.99",
+                             headers={"Content-Type": "application/x-www-form-urlencoded"})[0]
+                for _ in range(5)]
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    assert mine.count(200) >= 4, mine
+    assert set(statuses) <= {400, 429, 503}, statuses
+
+
+def test_forwarded_for_is_not_believed_by_default(live: Live) -> None:
+    path = "/catalog.json?" + urlencode_sql(CTE)
+    statuses: list[int] = []
+
+    def query(i: int) -> None:
+        status, _, _ = live.request("GET", path, source="127.0.4.2",
+                                    headers={"X-Forwarded-For": f"10.9.8.{i}"})
+        statuses.append(status)
+
+    in_threads(6, query)
+    assert statuses.count(429) >= 1, statuses  # one client, however many addresses it claims
+
+
+def test_one_step_memory_bombs_fail_fast(live: Live) -> None:
+    before = live.rss_kb()
+    for sql in ("select zeroblob(200000000)", "select length(randomblob(300000000))",
+                "select hex(zeroblob(100000000))"):
+        status, body, seconds = live.request("GET", "/catalog.json?" + urlencode_sql(sql))
+        assert status == 400, body[:200]
+        assert seconds < 1.0
+        assert len(body) < 10_000
+    assert live.rss_kb() - before < 100_000  # kB: nothing near the 200 MB asked for
+
+
+def test_half_sent_headers_are_timed_out(live: Live) -> None:
+    """Issue 32: 1,500 connections each holding half a request head were never closed."""
+    from opcheck.web.server import HEADER_SECONDS
+
+    slow = []
+    for i in range(300):
+        s = socket.create_connection(("127.0.0.1", live.port), timeout=30,
+                                     source_address=(f"127.0.5.{i % 200 + 2}", 0))
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: ")
+        slow.append(s)
+    try:
+        with visitor(live) as latencies:
+            time.sleep(1.0)
+        assert p95(latencies) <= P95_LIMIT, f"visitor p95 {p95(latencies) * 1000:.0f} ms"
+        time.sleep(HEADER_SECONDS + 1.5)
+        closed = 0
+        for s in slow:
+            s.settimeout(2)
+            try:
+                closed += s.recv(100) == b""
+            except OSError:
+                closed += 1
+        assert closed == len(slow)
+    finally:
+        for s in slow:
+            s.close()

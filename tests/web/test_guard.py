@@ -243,7 +243,7 @@ def run_guard(guard: Guard, headers: list[tuple[bytes, bytes]], chunks: list[byt
 
 
 def test_guard_reads_bodies_against_the_cap() -> None:
-    guard = Guard(lambda path: 1000)
+    guard = Guard(lambda path: 1000, methods=lambda path: frozenset({"GET", "POST"}))
     # Declared too large: refused before a byte is read.
     assert run_guard(guard, [(b"content-length", b"5000")], [b"x" * 1000] * 5) == (413, 0, 0)
     # Not declared (chunked): read until it passes the cap, never further.
@@ -254,3 +254,8 @@ def test_guard_reads_bodies_against_the_cap() -> None:
     assert run_guard(guard, [(b"content-length", b"800")], [b"x" * 400] * 2) == (200, 800, 2)
     assert run_guard(guard, [(b"content-length", b"many")], [b"x"])[0] == 400
 
+
+
+def test_methods_a_path_does_not_take_are_405_before_the_body() -> None:
+    guard = Guard(lambda path: 1000)  # the site's default: GET and HEAD
+    assert run_guard(guard, [(b"content-length", b"800")], [b"x" * 400] * 2) == (405, 0, 0)

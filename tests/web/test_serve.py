@@ -820,7 +820,8 @@ def test_a_new_page_is_one_registration(served: Path, monkeypatch: pytest.Monkey
     for cached in (True, False):
         renders.clear()
         page = Page("opcheck-hello", r"^/-/hello$", "/-/hello", "opcheck_op.html", hello,
-                    cached=cached, csrf_exempt=True)
+                    cached=cached, csrf_exempt=True,
+                    methods=frozenset({"GET", "HEAD", "POST"}))
         monkeypatch.setattr(pages, "PAGES", (*pages.PAGES, page))
         c = Client(make_datasette(served))
         try:

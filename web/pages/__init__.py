@@ -39,5 +39,15 @@ def body_limit(path: str) -> int:
     return DEFAULT_MAX_BODY
 
 
+def methods(path: str) -> frozenset[str]:
+    """The methods ``path`` answers: a page's own, else what a read-only site needs. Datasette's
+    own forms that post (sign-in, messages and permission debugging) serve nothing this site
+    uses, so they are answered 405 like any other method a page does not take."""
+    for p in PAGES:
+        if path.startswith(p.path):
+            return p.methods
+    return frozenset({"GET", "HEAD"})
+
+
 def csrf_exempt(path: str) -> bool:
     return any(path.startswith(p.path) for p in PAGES if p.csrf_exempt)

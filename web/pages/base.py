@@ -29,6 +29,7 @@ class Page:
     csrf_exempt: bool = False  # posts change nothing on the server: no token needed
     warm: Callable[[ServeState], object] | None = None  # run at start-up, before visitors
     max_body: int = 0  # largest request body accepted (bytes); 0: the site's small default
+    methods: frozenset[str] = frozenset({"GET", "HEAD"})  # others are answered 405
 
 
 @functools.cache

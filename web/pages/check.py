@@ -10,11 +10,11 @@ import functools
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from json.scanner import py_make_scanner  # type: ignore[attr-defined]
 from typing import Any
 from urllib.parse import parse_qs
 
 from opcheck.checker.check import Report, check
+from opcheck.core import jsonio
 from opcheck.core.errors import OpcheckError, UsageError
 from opcheck.web.guard import Ration, client_of
 from opcheck.web.pages.base import Page, plain_template, serve_state, template_helpers
@@ -29,6 +29,7 @@ MAX_UPLOAD = 5 * 1024 * 1024  # an op list of a large model is ~100 kB; anything
 # universe ~3,700. The report page lists each on the event loop, so a list of 40,000 made-up
 # names is refused rather than rendered.
 MAX_OPS = 5000
+MAX_FORM_PARTS = 32  # the form has six fields
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ def parse_form(content_type: str, body: bytes) -> dict[str, str]:
         raise UsageError(f"the upload is larger than {MAX_UPLOAD // (1024 * 1024)} MB: "
                          "an op list is far smaller")
     ctype = content_type.split(";", 1)[0].strip().lower()
+    parts = _form_parts(ctype, content_type, body)
+    if parts > MAX_FORM_PARTS:
+        # counted before parsing: 90,000 parts took the parser 20 s of a check slot
+        raise UsageError(f"the form has {parts} parts: this page's form has {MAX_FORM_PARTS} "
+                         "at most")
     if ctype == "multipart/form-data":
         head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
         msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
@@ -61,6 +67,17 @@ def parse_form(content_type: str, body: bytes) -> dict[str, str]:
         return {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace"),
                                               keep_blank_values=True).items()}
     raise UsageError(f"unsupported content type {ctype!r}")
+
+
+def _form_parts(ctype: str, content_type: str, body: bytes) -> int:
+    if ctype == "multipart/form-data":
+        boundary = ""
+        for param in content_type.split(";")[1:]:
+            key, _, value = param.strip().partition("=")
+            if key.lower() == "boundary":
+                boundary = value.strip('"')
+        return body.count(b"--" + boundary.encode("latin-1", "replace")) - 1 if boundary else 0
+    return body.count(b"&") + 1 if body else 0
 
 
 def _as_text(raw: bytes) -> str:
@@ -91,11 +108,7 @@ C_PARSE_MAX = 256 * 1024
 
 
 def parse_json(text: str) -> Any:
-    if len(text) <= C_PARSE_MAX:
-        return json.loads(text)
-    decoder = json.JSONDecoder()
-    decoder.scan_once = py_make_scanner(decoder)  # type: ignore[attr-defined]
-    return decoder.decode(text)
+    return jsonio.loads(text, yielding=len(text) > C_PARSE_MAX)
 
 
 def run_check(state: ServeState, sub: Submission) -> Report:
@@ -107,11 +120,8 @@ def run_check(state: ServeState, sub: Submission) -> Report:
 
     try:
         doc = parse_json(sub.text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"not JSON ({exc.msg} at line {exc.lineno}): expected the op list "
-                         "written by `opcheck trace`") from None
-    except RecursionError:
-        raise UsageError("not an op list: the JSON is nested too deeply") from None
+    except jsonio.JsonInputError as exc:
+        raise UsageError(f"{exc}: expected the op list written by `opcheck trace`") from None
     try:
         oplist = OpList.from_json(doc, source="the submitted op list")
     except (ValueError, TypeError, OverflowError, KeyError, AttributeError,
@@ -232,4 +242,4 @@ async def view(datasette: Any, request: Any) -> Any:
 # The page changes nothing on the server, so a forged POST can do no harm; a CSRF token would
 # also stop scripts that POST op lists as JSON.
 PAGE = Page(VIEW_NAME, rf"^{PATH}$", PATH, TEMPLATE, view, cached=False, csrf_exempt=True,
-            max_body=MAX_UPLOAD)
+            max_body=MAX_UPLOAD, methods=frozenset({"GET", "HEAD", "POST"}))

@@ -131,5 +131,7 @@ def asgi_wrapper(datasette: Any) -> Callable[[Any], Any]:
                           int(config.get("cache_bytes", 64 * 1024 * 1024)),
                           uncached=pages.uncached_paths())
     guard = Guard(pages.body_limit, sql_per_client=int(config.get("sql_per_client", 2)),
-                  sql_in_flight=int(config.get("sql_in_flight", 8)))
+                  sql_in_flight=int(config.get("sql_in_flight", 8)), methods=pages.methods,
+                  costly_per_client=int(config.get("costly_per_client", 1)),
+                  costly_in_flight=int(config.get("costly_in_flight", 2)))
     return lambda app: guard.wrap(cache.wrap(app))
