@@ -2,22 +2,29 @@
 
 Every statement that reads the catalog lives in ``opcheck.db`` (``tests/core/test_sql_in_db.py``
 fails on SQL anywhere else). A read that returns rows of one table returns that table's model
-(``opcheck.db.tables``); a join or a projection returns a small named tuple. Tables a catalog
-of an older schema lacks read as empty where the callers always tolerated it.
+(``opcheck.db.tables``) where the process can afford it: the table classes cost a quarter of a
+second to set up (SQLModel, the ORM), so the reads a command makes on its way (a check's API
+docs, an op's deprecations) return named tuples of the same columns, and the server's whole-row
+reads (sources, workarounds, read once at start-up) return the models. Tables a catalog of an
+older schema lacks read as empty where the callers always tolerated it.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
-from sqlmodel import Session, col, select
 
-from opcheck.db.tables import ApiSupport, Deprecation, Source, Workaround
+if TYPE_CHECKING:
+    from sqlmodel import Session
+
+    from opcheck.db.tables import Source, Workaround
 
 
 def _session(engine: Engine) -> Session:
+    from sqlmodel import Session
+
     # Read models only: nothing is written back, and expiring them on commit would reload.
     return Session(engine, expire_on_commit=False, autoflush=False)
 
@@ -58,11 +65,28 @@ def source_urls(engine: Engine) -> dict[int, str]:
         return {int(sid): str(url) for sid, url in conn.execute(text("SELECT id, url FROM source"))}
 
 
-def api_support_rows(engine: Engine, api: str) -> list[ApiSupport]:
+class ApiSupportRow(NamedTuple):
+    """``api_support`` columns a check reads (``opcheck.db.tables.ApiSupport``)."""
+
+    doc_version: str
+    hardware: str
+    supported: bool | None
+    only_dtypes: str
+    unsupported_dtypes: str
+    restriction: str
+    source_id: int | None
+    line: int
+
+
+def api_support_rows(engine: Engine, api: str) -> list[ApiSupportRow]:
     """What the docs say of ``api`` for the API as a whole (no feature rows)."""
-    with _session(engine) as s:
-        return list(s.exec(select(ApiSupport).where(
-            col(ApiSupport.api) == api, col(ApiSupport.feature) == "")).all())
+    with engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT doc_version, hardware, supported, only_dtypes, unsupported_dtypes, "
+            "restriction, source_id, line FROM api_support WHERE api = :a AND feature = ''"),
+            {"a": api}).all()
+    return [ApiSupportRow(r[0], r[1], None if r[2] is None else bool(r[2]), r[3], r[4], r[5],
+                          r[6], r[7]) for r in rows]
 
 
 class ApiDocRow(NamedTuple):
@@ -92,9 +116,15 @@ def op_api_docs(engine: Engine, op: str) -> list[ApiDocRow]:
                       r[7], r[8] or "") for r in rows]
 
 
-def deprecations(engine: Engine) -> list[Deprecation]:
-    with _session(engine) as s:
-        return list(s.exec(select(Deprecation).order_by(col(Deprecation.id))).all())
+class DeprecationRow(NamedTuple):
+    op: str
+    replacement: str  # "" when none is named
+
+
+def deprecations(engine: Engine) -> list[DeprecationRow]:
+    with engine.connect() as conn:
+        return [DeprecationRow(str(op), str(repl)) for op, repl in conn.execute(
+            text("SELECT op, replacement FROM deprecation ORDER BY id"))]
 
 
 def aclnn_op_links(engine: Engine) -> list[tuple[str, str]]:
@@ -168,11 +198,19 @@ def workaround_ops(engine: Engine) -> list[WorkaroundOpRow]:
 
 
 def sources(engine: Engine) -> list[Source]:
+    from sqlmodel import col, select
+
+    from opcheck.db.tables import Source
+
     with _session(engine) as s:
         return list(s.exec(select(Source).order_by(col(Source.id))).all())
 
 
 def workarounds(engine: Engine) -> list[Workaround]:
+    from sqlmodel import col, select
+
+    from opcheck.db.tables import Workaround
+
     with _session(engine) as s:
         return list(s.exec(select(Workaround).order_by(col(Workaround.id))).all())
 

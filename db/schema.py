@@ -50,12 +50,10 @@ from opcheck.db.data import (
     SourceRec,
     ZooRec,
 )
+from opcheck.db.layout import LAYOUT_VERSION, SCHEMA_VERSION
 from opcheck.db.tables import METADATA, CatalogTable
 
-SCHEMA_VERSION = 3  # 2: the aclnn tables (CANN contract) and op_aclnn; 3: graph_converter.rebound
-# What a built file holds beyond the rows (indexes, search tables). Part of the key of the
-# catalog built in the user cache, so a new layout is rebuilt instead of reused.
-LAYOUT_VERSION = 2
+__all__ = ["FILES", "LAYOUT_VERSION", "SCHEMA_VERSION", "TABLES", "File", "Table"]
 
 _SCALARS = (str, int, bool)
 
