@@ -8,25 +8,34 @@ MIRROR ?= ../shared/upstream
 PYTEST_ARGS ?=
 # The installed sub-packages (pyproject.toml lists the same): benchmarks/, tests/ and build/ are not.
 PACKAGES := core scrapers sync db checker contrib env tracers web cli data
+# The editable install is strict (a tree of links to the installed files only, so that
+# opcheck.tests does not import): a file added to or removed from an installed folder changes
+# that folder, and the next make reinstalls.
+PACKAGE_DIRS := $(shell find $(PACKAGES) -type d -not -name __pycache__ 2>/dev/null)
 
 .PHONY: install demo test lint typecheck catalog serve bench clean
 
 install: $(STAMP)
 
 # torch==2.13.0 is named explicitly so pip takes the CPU wheel on disk and never resolves
-# a CUDA build for the `trace` extra.
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[trace,serve,dev]' 'torch==2.13.0'
-	touch $(STAMP)
+# a CUDA build for the `trace` extra. -qq: pip's errors only (a failed install still says why
+# and stops make), so `make demo` is quiet until the report.
+$(STAMP): pyproject.toml $(PACKAGE_DIRS)
+	@echo "== installing opcheck[trace,serve,dev] and torch (CPU) into $(VENV)"
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@$(BIN)/python -m pip install -qq --upgrade pip
+	@$(BIN)/python -m pip install -qq -e '.[trace,serve,dev]' 'torch==2.13.0' \
+		--config-settings editable_mode=strict
+	@touch $(STAMP)
 
 demo: install
 	@echo "== opcheck: the bundled example (data/examples/demo_model.py) on the newest release for this torch"
-	$(BIN)/opcheck --model data/examples/demo_model.py:build --fail-on never
+	@echo "\$$ opcheck --model data/examples/demo_model.py:build --fail-on never"
+	@$(BIN)/opcheck --model data/examples/demo_model.py:build --fail-on never
 	@echo
 	@echo "== the same model on torch_npu 2.1.0.post4, an early 2.1 release"
-	$(BIN)/opcheck --model data/examples/demo_model.py:build --torch-npu 2.1.0.post4 --fail-on never
+	@echo "\$$ opcheck --model data/examples/demo_model.py:build --torch-npu 2.1.0.post4 --fail-on never"
+	@$(BIN)/opcheck --model data/examples/demo_model.py:build --torch-npu 2.1.0.post4 --fail-on never
 	@echo
 	@echo "Next: opcheck op aten::isin.Tensor_Tensor_out (an op's history), opcheck releases,"
 	@echo "      opcheck zoo (9 well-known architectures x every release),"

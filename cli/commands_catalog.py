@@ -181,7 +181,9 @@ def releases(fmt: TableFormatOpt = "table", catalog: CatalogOpt = None) -> None:
                 {"torch_npu": r.torch_npu, "torch": r.torch, "train": r.train, "cann": r.cann,
                  "pythons": [p for p in r.pythons.split(",") if p], "tag": r.tag,
                  "cpu_fallback": r.has_cpu_fallback, "kernel_source": r.kernel_source,
-                 "date": r.date, "cann_inferred": r.cann_inferred}
+                 "date": r.date, "cann_inferred": r.cann_inferred,
+                 "op_plugin_commit": r.op_plugin_commit,
+                 "kernel_source_note": r.kernel_source_note}
                 for r in cat.releases]}, indent=2))
             return
         from opcheck.cli.render import show_grid
@@ -201,7 +203,8 @@ def releases_grid(rels: list[Any]) -> Any:
                  (r.cann + " (inferred)" if r.cann_inferred else r.cann) or "?",
                  r.pythons.replace(",", " "), r.tag,
                  r.kernel_source + (" (approximate)" if r.kernel_source == "op_plugin_branch"
-                                    else ""))
+                                    else "")
+                 + (f" @{r.op_plugin_commit[:8]}" if r.op_plugin_commit else ""))
     return grid
 
 

@@ -8,7 +8,24 @@ from typing import Annotated
 import typer
 
 from opcheck.checker.formats import REPORT_FORMATS
-from opcheck.cli.common import EXIT_ERROR, CatalogOpt, handle_errors
+from opcheck.checker.usecase import RUN_MAX_STEPS, RUN_MEMORY_MB, RUN_TIMEOUT
+from opcheck.cli.commands_check import (
+    AllOpsOpt,
+    AllReleasesOpt,
+    BaselineOpt,
+    CannOpt,
+    FailOnOpt,
+    GraphOpt,
+    HardwareOpt,
+    InternalFormatOpt,
+    JitCompileOpt,
+    NoCpuFallbackOpt,
+    ReportFormatOpt,
+    ReportOutputOpt,
+    TorchNpuOpt,
+    TorchOpt,
+)
+from opcheck.cli.common import CatalogOpt, handle_errors
 from opcheck.core.vocab import FailOn
 
 ScriptArg = Annotated[
@@ -23,52 +40,19 @@ ScriptArgs = Annotated[
 def run(
     script: ScriptArg,
     script_args: ScriptArgs = None,
-    torch_npu: Annotated[
-        str | None,
-        typer.Option(
-            "--torch-npu", help="Target torch_npu release, e.g. 2.6.0.post5", show_default=False
-        ),
-    ] = None,
-    cann: Annotated[
-        str | None,
-        typer.Option("--cann", help="Target CANN version, e.g. 8.3.RC1", show_default=False),
-    ] = None,
-    torch: Annotated[
-        str | None,
-        typer.Option("--torch", help="Target torch version line, e.g. 2.6", show_default=False),
-    ] = None,
-    hardware: Annotated[
-        str | None,
-        typer.Option(
-            "--hardware",
-            help="Narrow to a product family (needs the API docs data)",
-            show_default=False,
-        ),
-    ] = None,
-    jit_compile: Annotated[str | None, typer.Option("--jit-compile", help="on | off: torch.npu.set_compile_mode(jit_compile=...); default: torch_npu's default on the product", show_default=False)] = None,
-    internal_format: Annotated[str | None, typer.Option("--internal-format", help="on | off: inputs in an internal format such as NZ; default: off (base format assumed)", show_default=False)] = None,
-    no_cpu_fallback: Annotated[
-        bool,
-        typer.Option(
-            "--no-cpu-fallback",
-            help="Model TORCH_NPU_FALLBACK_CPU_DISABLE=1: fallbacks become errors",
-        ),
-    ] = False,
-    all_releases: Annotated[
-        bool,
-        typer.Option(
-            "--all-releases",
-            help="ops × releases matrix and the oldest release that runs the whole script on the NPU",
-        ),
-    ] = False,
-    fmt: Annotated[str, typer.Option("--format", "-f", help=REPORT_FORMATS.help_text())] = "table",
-    output: Annotated[
-        Path | None,
-        typer.Option("--output", "-o", help="Write the report to a file", show_default=False),
-    ] = None,
-    fail_on: Annotated[
-        str, typer.Option("--fail-on", help=f"Exit 1 on: {' | '.join(FailOn)}")
-    ] = FailOn.UNSUPPORTED.value,
+    torch_npu: TorchNpuOpt = None,
+    cann: CannOpt = None,
+    torch: TorchOpt = None,
+    hardware: HardwareOpt = None,
+    jit_compile: JitCompileOpt = None,
+    internal_format: InternalFormatOpt = None,
+    no_cpu_fallback: NoCpuFallbackOpt = False,
+    all_releases: AllReleasesOpt = False,
+    all_ops: AllOpsOpt = False,
+    baseline: BaselineOpt = None,
+    fmt: ReportFormatOpt = "table",
+    output: ReportOutputOpt = None,
+    fail_on: FailOnOpt = FailOn.UNSUPPORTED.value,
     partial: Annotated[
         bool,
         typer.Option(
@@ -76,19 +60,20 @@ def run(
             help="When the script raises or is stopped (timeout, memory), exit per --fail-on on the ops before that (default: exit 2)",
         ),
     ] = False,
+    graph: GraphOpt = False,
     max_steps: Annotated[
         int,
         typer.Option(
             "--max-steps",
             help="Stop after N steps (optimizer steps, or forward calls of the top module when there is no optimizer); 0: run to the end",
         ),
-    ] = 2,
+    ] = RUN_MAX_STEPS,
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds the sandboxed run may take")
-    ] = 300.0,
+    ] = RUN_TIMEOUT,
     memory_mb: Annotated[
         int, typer.Option("--memory-mb", help="Memory limit of the sandboxed run")
-    ] = 8192,
+    ] = RUN_MEMORY_MB,
     catalog: CatalogOpt = None,
 ) -> None:
     """Run a script on a recorded NPU device with real data and check every op it sends.
@@ -101,56 +86,30 @@ def run(
     code = 0
     with handle_errors():
         REPORT_FORMATS.get(fmt)  # an unknown format is a usage error before any work
-        from opcheck.checker.check import all_releases_matrix, exit_code, fail_level
-        from opcheck.checker.check import check as run_check
-        from opcheck.checker.kernel_path import Settings, kernel_path_hook, on_off
-        from opcheck.checker.queries import select_target
-        from opcheck.checker.restrictions import all_restrictions
-        from opcheck.cli.commands_check import _emit, _installed_torch
-        from opcheck.cli.common import open_catalog, resolve_catalog_path
-        from opcheck.contrib.workarounds import workaround_lookup
-        from opcheck.db.catalog import Catalog
-        from opcheck.tracers.composites import watched_composites
-        from opcheck.tracers.script import run_script
+        from opcheck.checker.check import fail_level
+        from opcheck.checker.kernel_path import on_off
+        from opcheck.checker.usecase import CheckRequest, ScriptInput, load_baseline, tracer_ahead
+        from opcheck.cli.commands_check import _emit, _installed_torch, _usecase
+        from opcheck.cli.common import ensure_writable
 
-        level = fail_level(fail_on)
-        cat = Catalog.load(open_catalog(catalog))
-        target = select_target(
-            cat, torch_npu=torch_npu, cann=cann, torch=torch, installed_torch=_installed_torch()
-        )
-        composites = watched_composites(resolve_catalog_path(catalog))
-        result = run_script(
-            script,
-            script_args or [],
-            max_steps=max_steps,
-            timeout=timeout,
-            memory_mb=memory_mb,
-            composites=composites,
-        )
-        report = run_check(
-            cat,
-            result.oplist,
-            target,
-            cpu_fallback=not no_cpu_fallback,
-            workarounds=workaround_lookup(cat),
-            restrictions=all_restrictions(cat, hardware),
-            cann=cann,
-            kernel_paths=kernel_path_hook(cat, hardware, Settings(
-                on_off(jit_compile, "--jit-compile"),
-                on_off(internal_format, "--internal-format"))),
-        )
-        if all_releases:
-            report.matrix = all_releases_matrix(
-                cat, result.oplist, cpu_fallback=not no_cpu_fallback
-            )
-        # --partial: the user accepts the ops before the error as the answer
-        code = exit_code(report, level, allow_incomplete=partial)
-        _emit(report, fmt, output)
-        if result.error or result.stopped:
-            why = f"raised at {result.error}" if result.error else f"stopped: {result.stopped}"
-            typer.echo(f"opcheck: {script.name} {why}", err=True)
-            if not partial:
-                code = EXIT_ERROR
+        ensure_writable(output)
+        request = CheckRequest(
+            ScriptInput(script, tuple(script_args or ()), max_steps=max_steps, timeout=timeout,
+                        memory_mb=memory_mb),
+            torch_npu=torch_npu, cann=cann, torch=torch, installed_torch=_installed_torch(),
+            hardware=hardware, jit_compile=on_off(jit_compile, "--jit-compile"),
+            internal_format=on_off(internal_format, "--internal-format"),
+            cpu_fallback=not no_cpu_fallback, all_releases=all_releases,
+            graph=graph, fail_on=fail_level(fail_on),
+            # --partial: the user accepts the ops before the error as the answer
+            allow_incomplete=partial,
+            baseline=load_baseline(baseline) if baseline is not None else None)
+        with tracer_ahead(request.input):  # the sandbox starts while the catalog loads
+            result = _usecase(catalog, quiet=True).run(request)
+        code = result.exit_code
+        _emit(result.report, fmt, output, all_ops=all_ops)
+        if result.input_problem:
+            typer.echo(f"opcheck: {script.name} {result.input_problem}", err=True)
     raise typer.Exit(code)
 
 

@@ -201,6 +201,9 @@ class KernelSource(Word):
     OP_PLUGIN = "op_plugin"
     OP_PLUGIN_BRANCH = "op_plugin_branch"
     NONE = "none"
+    # a tag from before op-plugin (3.0.x, 5.0.rc1/rc2): torch_npu registered every kernel in
+    # its own npu_native_functions.yaml, so the tag's file is the exact list
+    NPU_NATIVE = "npu_native"
 
     @property
     def approximate(self) -> bool:
@@ -214,4 +217,5 @@ class KernelSource(Word):
             KernelSource.OP_PLUGIN: "op-plugin at the commit the release tag pins",
             KernelSource.OP_PLUGIN_BRANCH: "op-plugin branch head (approximate)",
             KernelSource.NONE: "no kernel list",
+            KernelSource.NPU_NATIVE: "torch_npu's own registry at the release tag (before op-plugin)",
         }[self]

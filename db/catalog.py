@@ -40,6 +40,8 @@ class ReleaseInfo:
     kernel_source: KernelSource
     date: str = ""
     cann_inferred: bool = False  # no table names cann: it is the CANN of the train hotfixed
+    op_plugin_commit: str = ""  # the op-plugin commit the release tag pins
+    kernel_source_note: str = ""  # what kernel_source is exactly, or why it is approximate
 
     @property
     def torch_minor(self) -> str:

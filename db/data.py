@@ -46,6 +46,8 @@ class ReleaseRec:
     native_source_id: int | None = None
     # no table names this release's CANN: it is that of the train it hotfixes (7.2.0.1 → 7.2.0)
     cann_inferred: bool = False
+    # where kernel_source's facts come from and, when approximate or missing, why
+    kernel_source_note: str = ""
 
 
 @dataclass

@@ -95,6 +95,7 @@ class Release(CatalogTable, table=True):
     kernel_source: KernelSource = Field(default=KernelSource.NONE, sa_type=KernelSourceType)
     source_id: int | None = Field(default=None, foreign_key=_SOURCE)
     cann_inferred: bool = False
+    kernel_source_note: str = ""  # where kernel_source's facts come from; why when approximate
 
 
 class Operator(CatalogTable, table=True):

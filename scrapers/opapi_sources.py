@@ -95,6 +95,9 @@ class CppFunction:
     callees: tuple[str, ...]  # other functions called by bare name (helpers or kernels)
     op_api_callees: tuple[str, ...]  # op_api::xxx(…) calls
     guards: tuple[VersionGuard, ...] = ()  # the #if VERSION_BETWEEN blocks it is defined in
+    # (callee, arguments) of every call by name or through op_api::, to tell which overload
+    # of a delegate is called
+    arities: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def admits(self, torch: str) -> bool:
         """Whether this definition is compiled for torch ``major.minor``."""
@@ -270,10 +273,14 @@ def _function(code: str, name_pos: int, body_open: int, end: int, name: str, par
         calls.append(AclnnCall(m.group(1), "probe", line_of(m.start())))
     callees: list[str] = []
     op_api: list[str] = []
+    arities: list[tuple[str, tuple[str, ...]]] = []
     for m in _CALL.finditer(body):
         callee = m.group(2)
         if callee in _NOT_FUNCS or callee.isupper():
             continue
+        args = _call_args(body, m.end())
+        if args is not None and (callee, args) not in arities:
+            arities.append((callee, args))
         if m.group(1):
             if callee not in op_api:
                 op_api.append(callee)
@@ -283,7 +290,42 @@ def _function(code: str, name_pos: int, body_open: int, end: int, name: str, par
     return CppFunction(name, tuple(_param(p) for p in split_top_level(params)), static,
                        code.count("\n", 0, name_pos) + 1 + _leading_newlines(code, name_pos),
                        code.count("\n", 0, end) + 1, tuple(calls), tuple(callees),
-                       tuple(op_api))
+                       tuple(op_api), arities=tuple(arities))
+
+
+def _call_args(body: str, start: int) -> tuple[str, ...] | None:
+    """Top-level arguments of the call whose "(" ends just before ``start``; None when its
+    ")" is not found."""
+    depth = 1
+    for j in range(start, len(body)):
+        ch = body[j]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                # "<" and ">" are comparisons as often as template brackets inside a call:
+                # only (), [] and {} nest here
+                return tuple(_split_args(body[start:j]))
+    return None
+
+
+def _split_args(text: str) -> list[str]:
+    out: list[str] = []
+    depth = 0
+    buf: list[str] = []
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(buf))
+            buf = []
+        else:
+            buf.append(ch)
+    out.append("".join(buf))
+    return [a for a in (x.strip() for x in out) if a]
 
 
 def _leading_newlines(code: str, pos: int) -> int:
@@ -425,9 +467,9 @@ def _calls_of(fn: CppFunction, path: str, local_of: dict[str, dict[str, CppFunct
         c for c in fn.callees if c in by_name and c != fn.name
         and not (c in local_of[path] and local_of[path][c].static)]
     for d in delegates:
-        overloads = by_name.get(d, [])
-        # the overload called is not resolved: with several, every one is credited and the
-        # via says so
+        overloads = _called_overloads(fn, path, d, by_name.get(d, []))
+        # an overload the argument count does not single out: every remaining one is
+        # credited and the via says so
         tag = f"op_api:{d}" + (f"[any of {len(overloads)}]" if len(overloads) > 1 else "")
         for dpath, dfn in overloads:
             found += [(c, tag + (f">{v}" if v else ""), p)
@@ -435,8 +477,39 @@ def _calls_of(fn: CppFunction, path: str, local_of: dict[str, dict[str, CppFunct
     return found
 
 
+def _called_overloads(fn: CppFunction, path: str, name: str,
+                      overloads: list[tuple[str, CppFunction]]) -> list[tuple[str, CppFunction]]:
+    """The overloads of ``name`` that ``fn``'s calls can reach: those taking as many
+    parameters as a call passes arguments, never ``fn`` itself (min.names_dim calls
+    ``op_api::min(self, dim, keepdim)``: the int-dim overload, not min(self) nor itself).
+    When no overload takes that many, every other one (defaults may fill the rest)."""
+    others = [(p, f) for p, f in overloads if not (p == path and f.line == fn.line)]
+    calls = [args for callee, args in fn.arities if callee == name]
+    fitting = [(p, f) for p, f in others if any(len(f.params) == len(a) for a in calls)]
+    # an argument that is one of fn's own parameters has a known type: a Tensor is not
+    # passed where the overload takes a Scalar (div_(self, lambd) with a double lambd)
+    mine = {pname: _cpp_class(ptype) for ptype, pname in fn.params if pname}
+    typed = [(p, f) for p, f in fitting if any(
+        len(f.params) == len(a) and all(_may_pass(mine.get(x, "?"), c)
+                                         for x, c in zip(a, f.param_classes(), strict=True))
+        for a in calls)]
+    return typed or fitting or others or overloads
+
+
+def _may_pass(arg: str, param: str) -> bool:
+    """Whether a value of class ``arg`` can be passed as a parameter of class ``param``
+    (``?…``: unknown, assumed to fit)."""
+    a, p = arg.rstrip("?"), param.rstrip("?")
+    if a.startswith("?") or p.startswith("?") or a == p or _compatible(a, p):
+        return True
+    if p == "S":
+        return a in ("i", "f", "b")
+    return p == "f" and a == "i"
+
+
 def link_pin(sources: Iterable[tuple[Origin, str]], kernels: Iterable[KernelRow], *,
-             parsed: dict[str, tuple[CppFunction, ...]] | None = None) -> PinLink:
+             parsed: dict[str, tuple[CppFunction, ...]] | None = None,
+             config: str = "") -> PinLink:
     """ATen overload → aclnn function rows for one op-plugin pin.
 
     ``sources``: the pin's ``op_plugin/ops/opapi/*.cpp``; ``kernels``: the rows
@@ -444,6 +517,10 @@ def link_pin(sources: Iterable[tuple[Origin, str]], kernels: Iterable[KernelRow]
     ``op_plugin_functions.yaml`` (only ``op_api`` rows are used; one per op). ``parsed``: a
     memo of file text → its functions, shared across pins by a caller reading several (most
     files are identical from one pin to the next; a file's functions depend on its text only).
+    ``config``: the path of that YAML, cited by the links of kernels op-plugin generates from
+    an entry's ``gen_opapi`` (no hand-written source: the entry's ``exec`` names the aclnn
+    function the generated kernel launches; ``via`` and ``match`` say ``gen_opapi``, the line
+    is the entry's).
     """
     kernels_list = list(kernels)
     memo = {} if parsed is None else parsed
@@ -477,7 +554,15 @@ def link_pin(sources: Iterable[tuple[Origin, str]], kernels: Iterable[KernelRow]
             versions.append(k.torch)
         aclnn_of.setdefault(k.op, k.aclnn)
     link = PinLink()
-    for (op, schema, sym), versions in sorted(groups.items()):
+    generated = _generated(kernels_list, symint, config)
+    link.rows += generated
+    # an entry with gen_opapi is generated for its versions; a hand-written kernel of the
+    # same op may still serve other versions (grid_sampler_3d_backward on torch 1.11)
+    gen_at = {(r.op, v) for r in generated for v in (r.torch or (None,))}
+    for (op, schema, sym), all_versions in sorted(groups.items()):
+        versions = [v for v in all_versions if (op, v) not in gen_at]
+        if (op, None) in gen_at or (all_versions and not versions):
+            continue
         versions.sort(key=_minor_key)
         cname = cpp_kernel_name(schema, "symint" if sym else "")
         candidates = [(p, f) for p, f in by_name.get(cname, [])
@@ -531,3 +616,21 @@ def link_pin(sources: Iterable[tuple[Origin, str]], kernels: Iterable[KernelRow]
                 if missing else ""
             link.unlinked.append((op, f"{cname} calls no aclnn function{note}"))
     return link
+
+
+def _generated(kernels: list[KernelRow], symint: set[tuple[str, str | None]],
+               config: str) -> list[OpAclnnRow]:
+    """Links of the kernels generated from ``gen_opapi`` entries, one per (op, aclnn, entry)
+    with the torch versions the entry holds for."""
+    versions: dict[tuple[str, str, str, int], list[str]] = {}
+    for k in kernels:
+        if not (k.op_api and k.aclnn and k.schema) or k.status != "kernel":
+            continue
+        sym = k.section == "symint" or (k.op, k.torch) in symint
+        key = (k.op, cpp_kernel_name(k.schema, "symint" if sym else ""), k.aclnn, k.line)
+        got = versions.setdefault(key, [])
+        if k.torch is not None and k.torch not in got:
+            got.append(k.torch)
+    return [OpAclnnRow(op, tuple(sorted(vs, key=_minor_key)), cname, aclnn, "exec", "",
+                       "gen_opapi", "gen_opapi", config, line)
+            for (op, cname, aclnn, line), vs in sorted(versions.items())]

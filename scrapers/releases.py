@@ -447,6 +447,7 @@ def merge_matrix(tags: Sequence[ReleaseTagRow], tables: Sequence[CompatTable]) -
                     )
                 )
 
+    _tag_table_releases(tags, facts)
     rows: list[MatrixRow] = []
     for npu, f in facts.items():
 
@@ -474,6 +475,27 @@ def merge_matrix(tags: Sequence[ReleaseTagRow], tables: Sequence[CompatTable]) -
     rows = _infer_hotfix_cann(rows)
     rows.sort(key=lambda r: (release_key(r.torch_npu_version), r.torch_npu_version), reverse=True)
     return MatrixResult(rows, _dedupe(conflicts) + _dedupe(python_conflicts))
+
+
+def _tag_table_releases(tags: Sequence[ReleaseTagRow],
+                        facts: dict[str, dict[str, tuple[str, str]]]) -> None:
+    """A tag whose files name no torch_npu version (the PyTorch 1.5.0 adapter tags
+    v3.0.*-pytorch1.5.0: a patched PyTorch, no version.txt) is the release the tables list
+    on its branch ``v1.5.0-<train>``, when exactly one does."""
+    for t in tags:
+        if t.torch_npu_version or not t.train:
+            continue
+        found = [npu for npu, f in facts.items() if "tag" not in f
+                 and f.get("torch_version", ("", ""))[0] == t.torch_version
+                 and train_from_branch(f.get("branch", ("", ""))[0]) == t.train]
+        if len(found) != 1:
+            continue
+        src = f"releases.tsv:{t.line}" if t.line else "releases.tsv"
+        for name, value in (("tag", t.tag), ("train", t.train), ("date", t.date),
+                            ("op_plugin_commit", t.op_plugin_commit),
+                            ("op_plugin_branch", t.op_plugin_branch)):
+            if value:
+                facts[found[0]][name] = (value, src)
 
 
 def _check_train(npu: str, f: dict[str, tuple[str, str]], conflicts: list[MatrixConflict]) -> None:

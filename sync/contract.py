@@ -209,7 +209,7 @@ class OpApiSources:
              for pin in sorted(by_pin)), opplugin.parse_functions))
         for pin in sorted(by_pin):
             try:
-                link, sid = self._link(ctx, pin, memo, fetched)
+                link, sid, yaml_sid = self._link(ctx, pin, memo, fetched)
             except OpcheckError as exc:
                 ctx.failures.append(str(exc))
                 continue
@@ -226,7 +226,8 @@ class OpApiSources:
                     if key not in at or rkey > at[key][3]:
                         # cite the newest release's pin; the row keeps the file name (the
                         # folder at that pin is its source row's path)
-                        at[key] = (r.path.rsplit("/", 1)[-1], r.line, sid, rkey)
+                        at[key] = (r.path.rsplit("/", 1)[-1], r.line,
+                                   yaml_sid if r.match == "gen_opapi" else sid, rkey)
         ctx.data.op_aclnn = sorted(
             (OpAclnnRec(*key, releases=_csv(sorted(rels, key=order.__getitem__)), path=at[key][0],
                         line=at[key][1], source_id=at[key][2])
@@ -235,10 +236,10 @@ class OpApiSources:
         )
 
     def _link(self, ctx: SyncContext, pin: str, memo: dict[str, tuple[CppFunction, ...]],
-              fetched: dict[str, Fetched]) -> tuple[opapi_sources.PinLink, int]:
+              fetched: dict[str, Fetched]) -> tuple[opapi_sources.PinLink, int, int]:
         base = f"{OP_PLUGIN}/{pin}/op_plugin"
-        path = f"{base}/config/op_plugin_functions.yaml"
-        yaml = fetched.get(path) or ctx.source.fetch(path)
+        config = f"{base}/config/op_plugin_functions.yaml"
+        yaml = fetched.get(config) or ctx.source.fetch(config)
         cpps = [fetched.get(path) or ctx.source.fetch(path)
                 for name in sorted(ctx.ls(f"{base}/ops/opapi")) if name.endswith(".cpp")
                 for path in (f"{base}/ops/opapi/{name}",)]
@@ -249,11 +250,17 @@ class OpApiSources:
                 if got.text not in memo:
                     memo[got.text] = ctx.parsed(got, opapi_sources.parse_kernel_source)
             return opapi_sources.link_pin([(g.origin, g.text) for g in cpps], kernels,
-                                          parsed=memo)
+                                          parsed=memo, config=config)
 
         # a pin's link depends on its files only: a later sync reads it back whole
         link = ctx.combined([yaml, *cpps], opapi_sources.link_pin, link_files)
         sid = ctx.data.add_source(self.name, f"{base}/ops/opapi",
                                   url=f"https://github.com/Ascend/op-plugin/blob/{pin}/op_plugin/ops/opapi",
-                                  ref=pin, commit=pin, rows=len(link.rows))
-        return link, sid
+                                  ref=pin, commit=pin,
+                                  rows=sum(r.match != "gen_opapi" for r in link.rows))
+        # the links of kernels generated from gen_opapi cite the YAML entry naming the function
+        yaml_sid = ctx.data.add_source(self.name, config,
+                                       url=f"https://github.com/Ascend/op-plugin/blob/{pin}/op_plugin/config",
+                                       ref=pin, commit=pin,
+                                       rows=sum(r.match == "gen_opapi" for r in link.rows))
+        return link, sid, yaml_sid

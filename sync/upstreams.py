@@ -15,6 +15,8 @@ Every release gets its kernel list from the most exact place available (:class:`
 1. ``wheel``: the published wheel's ``npu_native_functions_by_codegen.yaml`` (exact truth);
 2. ``op_plugin``: op-plugin at the commit the release tag pins, plus the tag's
    ``npu_native_functions.yaml``;
+   ``npu_native``: a tag from before op-plugin (no pin): its ``npu_native_functions.yaml``
+   registered every kernel torch_npu had (exact);
 3. ``op_plugin_branch``: releases known only from the compatibility tables (or whose pinned
    commit the source lacks), from the head of the op-plugin branch their tag's .gitmodules
    names, else of their train (approximate: the branch moved after the release), with
@@ -286,7 +288,9 @@ def _with_aclnn_names(
 
 def _release_kernels(
     ctx: SyncContext, rel: ReleaseRec, minor: str
-) -> tuple[dict[str, KernelFacts], int | None, int | None, str]:
+) -> tuple[dict[str, KernelFacts], int | None, int | None, str, str]:
+    """Kernel facts, their source ids, the kernel source and what it is (or why it is
+    approximate or missing), from the most exact source there is."""
     refs = ctx.op_plugin_refs
     if rel.torch_npu in ctx.wheel_versions:
         path = f"{WHEELS}/{rel.torch_npu}/{CODEGEN}"
@@ -294,20 +298,40 @@ def _release_kernels(
         # there but does not parse is a failure like any other source.
         if ctx.source.exists(path):
             rows, sid = ctx.kernel_rows(path, "wheel", None, wheel.parse_codegen)
-            return _with_aclnn_names(ctx, rel, minor, _facts(rows)), sid, sid, "wheel"
+            return (_with_aclnn_names(ctx, rel, minor, _facts(rows)), sid, sid, "wheel",
+                    f"exact: the published wheel's {CODEGEN.rsplit('/', 1)[-1]}")
         ctx.notes.append(f"no published wheel for torch_npu {rel.torch_npu}; op-plugin instead")
-    if rel.op_plugin_commit and (not refs or rel.op_plugin_commit in refs):
-        kernels, ksid = op_plugin_kernels(ctx, rel.op_plugin_commit, minor)
-        native, kind = ctx.native_by_tag.get(rel.tag), "op_plugin"
-    else:
-        ref = _train_ref(rel, refs)
-        if not ref:
-            return {}, None, None, "none"
-        kernels, ksid = op_plugin_kernels(ctx, ref, minor)
-        native, kind = _nearest_line(ctx.native_by_line, minor), "op_plugin_branch"
+    pin = rel.op_plugin_commit
+    if pin and (not refs or pin in refs):
+        kernels, ksid = op_plugin_kernels(ctx, pin, minor)
+        native = ctx.native_by_tag.get(rel.tag)
+        note = f"exact: op-plugin at {pin[:12]}, the commit tag {rel.tag} pins" + (
+            f", and {rel.tag}'s npu_native_functions.yaml" if native
+            else f" ({rel.tag}'s npu_native_functions.yaml not in the source)")
+        if native is None:
+            return kernels, ksid, None, "op_plugin", note
+        return {**native[0], **kernels}, ksid, native[1], "op_plugin", note
+    if rel.tag and not pin and rel.tag in ctx.native_by_tag:
+        # before op-plugin, torch_npu's own YAML registered every kernel it had
+        native = ctx.native_by_tag[rel.tag]
+        return (native[0], native[1], native[1], "npu_native",
+                f"exact: {rel.tag}'s npu_native_functions.yaml (before op-plugin, torch_npu "
+                "registered every kernel there)")
+    why = (f"tag {rel.tag} pins op-plugin {pin[:12]}, which the source does not have" if pin
+           else f"tag {rel.tag} pins no op-plugin commit and has no npu_native_functions.yaml"
+           if rel.tag else "no release tag and no published wheel: known from the "
+           "compatibility tables only")
+    ref = _train_ref(rel, refs)
+    if not ref:
+        return {}, None, None, "none", f"no kernel list: {why}"
+    kernels, ksid = op_plugin_kernels(ctx, ref, minor)
+    native = _nearest_line(ctx.native_by_line, minor)
+    note = (f"approximate: {why}; op-plugin branch {ref} head (it moved after the release)"
+            + (", torch_npu's own registrations of the nearest tagged torch line"
+               if native else ""))
     if native is None:
-        return kernels, ksid, None, kind
-    return {**native[0], **kernels}, ksid, native[1], kind
+        return kernels, ksid, None, "op_plugin_branch", note
+    return {**native[0], **kernels}, ksid, native[1], "op_plugin_branch", note
 
 
 class ReleaseKernels:
@@ -337,11 +361,12 @@ class ReleaseKernels:
             minor = torch_minor(rel.torch)
             ctx.progress(f"kernels of torch_npu {rel.torch_npu}")
             try:
-                kernels, ksid, nsid, kind = _release_kernels(ctx, rel, minor)
+                kernels, ksid, nsid, kind, note = _release_kernels(ctx, rel, minor)
             except OpcheckError as exc:
                 ctx.failures.append(str(exc))
-                kernels, ksid, nsid, kind = {}, None, None, "none"
+                kernels, ksid, nsid, kind, note = {}, None, None, "none", f"failed: {exc}"
             rel.kernel_source, rel.kernel_source_id, rel.native_source_id = kind, ksid, nsid
+            rel.kernel_source_note = note
             for op, f in kernels.items():
                 sid = nsid if (f.native and not (f.op_api or f.acl_op) and nsid) else ksid
                 ctx.data.kernels.append(KernelRec(op, rel.torch_npu, f, sid))

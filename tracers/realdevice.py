@@ -28,9 +28,16 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from opcheck.core.errors import TraceError
-from opcheck.tracers import runtime
+from opcheck.tracers.composite_kernels import (
+    _as_parent,
+    _overload,
+    decompose,
+    is_composite_implicit,
+)
+from opcheck.tracers.device import DEVICE, setup_device
+from opcheck.tracers.dispatch import _watch_functions
+from opcheck.tracers.recorder import _ACTIVE, Recorder, in_context
 
-DEVICE = runtime.DEVICE
 # Lower-precision autocast policy on the device. torch core registers no AutocastPrivateUse1
 # kernels (torch_npu does, in C++); these are the CUDA cast lists of torch's AMP documentation,
 # which torch_npu's lists follow for the aten ops it shares with CUDA.
@@ -58,7 +65,7 @@ class Session:
     """One recorded run: the recorder, where the script is (module path, phase) and the
     callbacks the step budget listens to. Only one is active per process."""
 
-    def __init__(self, recorder: runtime.Recorder) -> None:
+    def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
         self.notes: list[str] = []
         self.on_forward_start: Callable[[Any], None] | None = None
@@ -154,12 +161,12 @@ class Session:
         ]
         torch.autograd.backward, torch.autograd.grad = run_backward, run_grad
         _SESSION.append(self)
-        runtime._ACTIVE.append((None, self.recorder))  # the composite kernels' recorder
+        _ACTIVE.append((None, self.recorder))  # the composite kernels' recorder
         try:
-            with runtime._watch_functions(self.recorder):
+            with _watch_functions(self.recorder):
                 yield
         finally:
-            runtime._ACTIVE.pop()
+            _ACTIVE.pop()
             _SESSION.pop()
             torch.autograd.backward, torch.autograd.grad = backward, grad
             for h in handles:
@@ -306,12 +313,12 @@ def dispatch(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     """Run ``func`` on the CPU tensors behind its ``npu`` arguments and record it."""
     rec = _SESSION[-1].recorder if _SESSION else None
     on_device = _target_is_device(args, kwargs)
-    if runtime.is_composite_implicit(func) and on_device:
+    if is_composite_implicit(func) and on_device:
         # Inference mode skips the autograd keys, so composite ops arrive here whole; a backend
         # without a kernel for them decomposes them at its own key.
         context = "reshape" if func.name() == "aten::reshape" else ""
-        with runtime.in_context(rec, context), runtime._as_parent(rec, func, args, kwargs):
-            return runtime.decompose(func, args, kwargs)
+        with in_context(rec, context), _as_parent(rec, func, args, kwargs):
+            return decompose(func, args, kwargs)
     inputs = _inputs_by_elem(args, kwargs)
     try:
         raw = func(*_unwrap(args), **_unwrap(kwargs))
@@ -327,7 +334,7 @@ def dispatch(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     return out
 
 
-def _record(rec: runtime.Recorder, func: Any, args: Any, kwargs: Any, out: Any = None) -> None:
+def _record(rec: Recorder, func: Any, args: Any, kwargs: Any, out: Any = None) -> None:
     import torch
 
     node = torch._C._current_autograd_node()
@@ -366,7 +373,7 @@ def install() -> None:
         return
     import torch
 
-    runtime.setup_device()
+    setup_device()
     _device_module(getattr(torch, DEVICE))
     cls = tensor_class()
     lib = torch.library.Library("aten", "IMPL")  # type: ignore[no-untyped-call]
@@ -400,9 +407,9 @@ def install() -> None:
 
     def reshape(self: Any, shape: Any) -> Any:
         # reshape's own composite kernel, in the context that renames the view a subclass
-        # takes to the _reshape_alias a real backend receives (runtime.SUBCLASS_BRANCHES)
-        with runtime.in_context(_SESSION[-1].recorder if _SESSION else None, "reshape"):
-            return runtime.decompose(torch.ops.aten.reshape.default, (self, shape), {})
+        # takes to the _reshape_alias a real backend receives (SUBCLASS_BRANCHES)
+        with in_context(_SESSION[-1].recorder if _SESSION else None, "reshape"):
+            return decompose(torch.ops.aten.reshape.default, (self, shape), {})
 
     lib.impl("empty.memory_format", empty_memory_format, "PrivateUse1")  # type: ignore[no-untyped-call]
     lib.impl("empty_strided", empty_strided, "PrivateUse1")  # type: ignore[no-untyped-call]
@@ -459,7 +466,7 @@ def _install_explicit_kernels(lib: Any) -> None:
         if not (has(full, "CompositeExplicitAutograd")
                 or has(full, "CompositeExplicitAutogradNonFunctional")):  # fmt: skip
             continue
-        func = runtime._overload(full)
+        func = _overload(full)
         if func is None:
             continue
         with contextlib.suppress(RuntimeError):

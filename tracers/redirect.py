@@ -21,13 +21,11 @@ import importlib.abc
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from opcheck.tracers import runtime
+from opcheck.tracers.device import _TRACER_DIR, DEVICE, _short_path, _torch_dirs
 
-DEVICE = runtime.DEVICE
 # extension packages with CUDA-only kernels: what each is on the NPU
 CUDA_ONLY: dict[str, str] = {
     "flash_attn": "CUDA-only; on the NPU use torch_npu.npu_fusion_attention or SDPA",
@@ -51,7 +49,6 @@ _FACTORIES = (
 )  # fmt: skip
 _TENSOR_METHODS = ("new_empty", "new_empty_strided", "new_full", "new_ones", "new_tensor",
                    "new_zeros", "to")  # fmt: skip
-_TRACER_DIR = str(Path(__file__).resolve().parent)
 
 
 class Findings:
@@ -69,13 +66,13 @@ class Findings:
 
     def user_line(self, depth: int = 1) -> str:
         if not self._torch_dirs:
-            self._torch_dirs = runtime._torch_dirs()
+            self._torch_dirs = _torch_dirs()
         f: Any = sys._getframe(depth)
         while f is not None:
             fn = f.f_code.co_filename
             if not (fn.startswith(self._torch_dirs) or fn.startswith(_TRACER_DIR)
                     or fn.startswith("<") or "importlib" in fn):  # fmt: skip
-                return f"{runtime._short_path(fn)}:{f.f_lineno}"
+                return f"{_short_path(fn)}:{f.f_lineno}"
             f = f.f_back
         return ""
 
@@ -83,7 +80,7 @@ class Findings:
         """Whether the import statement running is in the user's own file (not in torch or
         an installed library probing what is available)."""
         if not self._torch_dirs:
-            self._torch_dirs = runtime._torch_dirs()
+            self._torch_dirs = _torch_dirs()
         f: Any = sys._getframe(depth)
         while f is not None and (f.f_code.co_filename.startswith("<frozen importlib")
                                  or "importlib" in f.f_code.co_filename):  # fmt: skip

@@ -45,6 +45,7 @@ from typing import Any
 from opcheck.core.oplist import OpList, OpUse
 from opcheck.tracers import runtime
 from opcheck.tracers.inputs import InputSpec
+from opcheck.tracers.signature import _MAX_LIST
 
 MIN_BLOCKS = 4  # below this the saving is small and the check would trace every block anyway
 NOTE = "--fast"  # every note this module writes starts with it
@@ -300,7 +301,7 @@ def trace_fast(
 Counts = Counter[tuple[Any, ...]]
 Lengths = dict[tuple[Any, ...], dict[str, int]]
 # A _foreach_ op takes one scalar per tensor of its lists (AdamW's step sizes): that list grows
-# with the block count, explicit up to 8 values and "<N values>" beyond (runtime._compact_arg),
+# with the block count, explicit up to 8 values and "<N values>" beyond (signature._compact_arg),
 # so its length is factored out of the signature and extrapolated like a count.
 _LONG = re.compile(r"^<(\d+) values>$")
 _UNKNOWN = object()
@@ -499,8 +500,8 @@ def _negative_lengths(d: Lengths) -> str:
 
 
 def _written(length: int, fill: Any) -> Any:
-    """A scalar list of ``length`` as runtime._signature writes it."""
-    if length > runtime._MAX_LIST or fill is _UNKNOWN:
+    """A scalar list of ``length`` as signature._signature writes it."""
+    if length > _MAX_LIST or fill is _UNKNOWN:
         return f"<{length} values>"
     return [fill] * length
 

@@ -472,7 +472,9 @@ def looks_oom(code: int | None, tail: str) -> bool:
 
 
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)')
-_OWN_DIR = str(Path(__file__).resolve().parent.parent)
+# opcheck's own folder, as its code runs from it and as it is on disk (see device._TRACER_DIR)
+_OWN_DIR = tuple(dict.fromkeys((str(Path(os.path.abspath(__file__)).parent.parent),
+                                str(Path(__file__).resolve().parent.parent))))
 
 
 def _crash_site(tail: str) -> str:

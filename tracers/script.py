@@ -27,7 +27,6 @@ from opcheck.tracers import sandbox
 
 DEFAULT_MAX_STEPS = 2
 METHOD = "run"
-_TRACER_DIR = str(Path(__file__).resolve().parent)
 
 
 @dataclass
@@ -174,7 +173,7 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
 
     import torch
 
-    from opcheck.tracers import realdevice, redirect, runtime
+    from opcheck.tracers import composite_kernels, realdevice, redirect, runtime
 
     script = str(request["script"])
     argv = [str(a) for a in request.get("argv") or []]
@@ -189,8 +188,8 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     realdevice.install()  # first: the redirection answers torch.cuda.* with torch.npu.*
     findings = redirect.install(redirect.Findings())
     composites = frozenset(str(c) for c in request.get("composites") or [])
-    runtime.install_composite_kernels(composites)
-    recorder.watched = composites & runtime._COMPOSITE_INSTALLED
+    composite_kernels.install_composite_kernels(composites)
+    recorder.watched = composites & composite_kernels._COMPOSITE_INSTALLED
     session = realdevice.Session(recorder)
     budget = Budget(recorder, max_steps)
     session.on_forward_start = budget.forward_start
@@ -253,18 +252,18 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
 def _script_line(tb: Any, script: str) -> str:
     """The innermost traceback line in the user's own files (not torch, not an installed
     library, not opcheck), else the innermost line of the script itself."""
-    from opcheck.tracers import runtime
+    from opcheck.tracers import device
 
-    torch_dirs = runtime._torch_dirs()
+    torch_dirs = device._torch_dirs()
     stdlib = os.path.dirname(os.__file__)
     own = ""
     in_script = ""
     while tb is not None:
         fn = tb.tb_frame.f_code.co_filename
-        line = f"{runtime._short_path(fn)}:{tb.tb_lineno}"
+        line = f"{device._short_path(fn)}:{tb.tb_lineno}"
         if fn == script:
             in_script = line
-        if not (fn.startswith(torch_dirs) or fn.startswith(_TRACER_DIR)
+        if not (fn.startswith(torch_dirs) or fn.startswith(device._TRACER_DIR)
                 or fn.startswith(stdlib) or fn.startswith("<")
                 or "site-packages" in fn or "dist-packages" in fn):  # fmt: skip
             own = line

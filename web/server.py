@@ -27,7 +27,7 @@ HEADER_SECONDS = 5.0
 def _h11_with_header_deadline() -> type:
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class HeaderDeadline(H11Protocol):  # type: ignore[misc]  # uvicorn is untyped here
+    class HeaderDeadline(H11Protocol):
         _head_timer: Any = None
 
         def connection_made(self, transport: Any) -> None:

@@ -176,10 +176,11 @@ def test_lint_holds_release_ranges_and_fixed_in_to_the_catalog(
     lines = r.stderr.splitlines()
     assert (f"{up}: fixed-in: fixed_in is 2.1.0.post10 but the catalog's first NPU release of "
             "aten::isin.Tensor_Tensor is 2.1.0.post8") in lines
-    assert any(ln.startswith(f"{rw}: uncovered-fallback: ") and "2.1.0.post6, 2.2.0–2.3.1" in ln
-               for ln in lines)
-    assert any(ln.startswith(f"{up}: uncovered-fallback: ") and "2.1.0.rc1, 2.1.0.post6" in ln
-               for ln in lines)
+    # 2.1.0.post5/post7, 2.2.0.post1/post3 and 2.3.1.post1: the hotfix releases of issue 26
+    assert any(ln.startswith(f"{rw}: uncovered-fallback: ")
+               and "2.1.0.post5–2.1.0.post7, 2.2.0–2.3.1.post1" in ln for ln in lines)
+    assert any(ln.startswith(f"{up}: uncovered-fallback: ")
+               and "2.1.0.rc1, 2.1.0.post5–2.1.0.post7" in ln for ln in lines)
 
 
 def test_shipped_isin_entries_cover_every_fallback_release(bundled_catalog: Path) -> None:
@@ -191,7 +192,8 @@ def test_shipped_isin_entries_cover_every_fallback_release(bundled_catalog: Path
     cat = Catalog.load(open_catalog(bundled_catalog))
     falls_back = [r.torch_npu for r in cat.releases if r.has_kernels and Resolver(
         cat, r.torch_npu).resolve("aten::isin.Tensor_Tensor").status == "cpu_fallback"]
-    assert {"2.1.0.post6", "2.2.0", "2.2.0.post2", "2.3.1"} <= set(falls_back)
+    assert {"2.1.0.post6", "2.1.0.post7", "2.2.0", "2.2.0.post3", "2.3.1", "2.3.1.post1"} <= set(
+        falls_back)
     rewrite = load_file(default_workarounds_dir() / "isin-tensor-tensor-rewrite.yaml")
     assert all(rewrite.applies(r) for r in falls_back)
     upgrade = load_file(default_workarounds_dir() / "isin-tensor-tensor-upgrade.yaml")

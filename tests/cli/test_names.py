@@ -116,8 +116,10 @@ def test_check_and_diff_take_release_prefixes(cat_path: Path, tmp_path: Path) ->
     r = run(str(tmp_path / "ops.json"), "--catalog", str(cat_path), "--torch-npu", "v2.6",
             "-f", "json")
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["target"]["torch_npu"] == "2.6.0.post5"
-    assert "note: torch_npu v2.6 → 2.6.0.post5" in r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["target"]["torch_npu"] == "2.6.0.post5"
+    # the report says how the prefix was read, as the web check page's does
+    assert doc["notes"][0].startswith("torch_npu v2.6 → 2.6.0.post5")
     d = run("diff", "2.1", "2.6", "--catalog", str(cat_path), "-f", "json")
     doc = json.loads(d.stdout)
     assert (doc["old"], doc["new"]) == ("2.1.0.post17", "2.6.0.post5")

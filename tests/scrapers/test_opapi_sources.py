@@ -131,16 +131,16 @@ def test_link_version_guards(fixture_link: PinLink) -> None:
 
 def test_link_delegation_is_marked(fixture_link: PinLink) -> None:
     rows = {(r.aclnn, r.via) for r in fixture_link.rows if r.op == "npu::scale_backward"}
-    # op_api::scale has two overloads: both are credited, and the via says it is not resolved
-    assert ("aclnnScale", "op_api:scale[any of 2]") in rows
-    assert ("aclnnScaleTensor", "op_api:scale[any of 2]") in rows
-    assert ("aclnnScaleV2", "op_api:scale[any of 2]>scale_out_nocheck") in rows
+    # op_api::scale has two overloads, (Tensor, Scalar) and (Tensor, Tensor); scale_backward
+    # passes its Scalar factor: only the Scalar overload is credited
+    assert rows == {("aclnnScale", "op_api:scale"),
+                    ("aclnnScale", "op_api:scale>scale_out_nocheck"),
+                    ("aclnnScaleV2", "op_api:scale>scale_out_nocheck")}
 
 
 def test_link_unlinked_reasons(fixture_link: PinLink) -> None:
     assert dict(fixture_link.unlinked) == {
         "aten::composite_only": "composite_only calls no aclnn function",
-        "aten::generated": "generated from gen_opapi (no hand-written kernel)",
         "aten::missing": "no op_api function named missing",
     }
 
@@ -160,7 +160,7 @@ def _pin(root: str, pin: str) -> PinLink:
                               origin=Origin(str(yaml.relative_to(base))))
     sources = [(Origin(str(p.relative_to(base))), p.read_text(encoding="utf-8"))
                for p in sorted((d / "ops/opapi").glob("*.cpp"))]
-    return link_pin(sources, kernels)
+    return link_pin(sources, kernels, config=str(yaml.relative_to(base)))
 
 
 @pytest.mark.upstream
@@ -171,12 +171,19 @@ def _pin(root: str, pin: str) -> PinLink:
 def test_real_pin_counts(upstream: Path, pin: str, ops: int, aclnn: int,
                          matches: dict[str, int]) -> None:
     link = _pin(str(upstream), pin)
-    assert len({r.op for r in link.rows}) == ops
-    assert len({r.aclnn for r in link.rows}) == aclnn
-    assert Counter(m for _, m in {(r.op, r.match) for r in link.rows}) == Counter(matches)
-    reasons = Counter(r.split(" ")[0] if r.startswith("generated") else "other"
-                      for _, r in link.unlinked)
-    assert reasons["generated"] > 350  # gen_opapi kernels: their aclnn comes from the YAML
+    written = [r for r in link.rows if r.match != "gen_opapi"]
+    assert len({r.op for r in written}) == ops
+    assert len({r.aclnn for r in written}) == aclnn
+    assert Counter(m for _, m in {(r.op, r.match) for r in written}) == Counter(matches)
+    # gen_opapi kernels: their aclnn comes from the YAML, one link per op entry with an exec
+    d = upstream / "github/Ascend/op-plugin" / pin / "op_plugin/config/op_plugin_functions.yaml"
+    kernels = parse_functions(d.read_text(encoding="utf-8"), origin=Origin(str(d)))
+    generated = {k.op for k in kernels if k.op_api and k.aclnn and k.status == "kernel"}
+    assert {r.op for r in link.rows if r.match == "gen_opapi"} == generated
+    assert len(generated) > 350
+    # a generated kernel has no hand-written source for the same torch version
+    assert not ({(r.op, v) for r in link.rows if r.match == "gen_opapi" for v in r.torch}
+                & {(r.op, v) for r in written for v in r.torch})
     # no op is left unlinked because two overloads could not be told apart
     assert not [r for _, r in link.unlinked if "with matching parameters" in r]
 
@@ -215,3 +222,42 @@ def test_real_add_scalar_other_goes_through_helper(upstream: Path) -> None:
         ("aclnnAddV3", "probe", "add_out_npu_nocheck"),
         ("aclnnAddV3", "exec", "add_out_npu_nocheck"),
         ("aclnnAdd", "exec", "add_out_npu_nocheck")}
+
+
+# torch_npu 2.7.1.post2 (v7.3.0-pytorch2.7.1) pins this commit: issue 26's audit release.
+AUDIT = "7213914dba669f03f27fae03e61e7283a1aa6ebe"
+
+
+@pytest.mark.upstream
+def test_real_delegation_links_only_the_overload_called(upstream: Path) -> None:
+    """min.names_dim calls ``op_api::min(self, dimname_to_position(self, dim), keepdim)``: three
+    arguments, so the (self, int dim, keepdim) overload (aclnnMinDim), not min(self) (aclnnMin)
+    nor itself; the source calls no other aclnn function."""
+    link = _pin(str(upstream), AUDIT)
+    rows = {(r.aclnn, r.kind, r.via) for r in link.rows if r.op == "aten::min.names_dim"}
+    # its own DO_COMPATIBILITY, and the delegate's DO_COMPATIBILITY and EXEC_NPU_CMD
+    assert rows == {("aclnnMinDim", "compat", ""), ("aclnnMinDim", "compat", "op_api:min"),
+                    ("aclnnMinDim", "exec", "op_api:min")}
+    text = (upstream / "github/Ascend/op-plugin" / AUDIT
+            / "op_plugin/ops/opapi/MinKernelNpuOpApi.cpp").read_text(encoding="utf-8")
+    assert "op_api::min(self, dimname_to_position(self, dim), keepdim)" in text
+
+
+@pytest.mark.upstream
+def test_real_gen_opapi_kernels_are_linked_from_the_yaml(upstream: Path) -> None:
+    """Kernels op-plugin generates from a ``gen_opapi`` entry have no hand-written source: their
+    aclnn function is the entry's ``exec``, linked with the YAML's file and line."""
+    link = _pin(str(upstream), AUDIT)
+    yaml = (upstream / "github/Ascend/op-plugin" / AUDIT
+            / "op_plugin/config/op_plugin_functions.yaml").read_text(encoding="utf-8")
+    lines = yaml.splitlines()
+    entry = next(n for n, line in enumerate(lines, 1) if line.strip().startswith("- func: cosh("))
+    exec_line = next(line for line in lines[entry:entry + 12] if "exec:" in line)
+    assert "aclnnCosh" in exec_line
+    cosh = [(r.aclnn, r.kind, r.via, r.match, r.path.rsplit("/", 1)[-1], r.line)
+            for r in link.rows if r.op == "aten::cosh"]
+    assert cosh == [("aclnnCosh", "exec", "gen_opapi", "gen_opapi",
+                     "op_plugin_functions.yaml", entry)]
+    assert not [op for op, why in link.unlinked if "gen_opapi" in why]
+    gen = {r.op for r in link.rows if r.match == "gen_opapi"}
+    assert {"aten::abs", "aten::atanh.out", "aten::tanh_backward"} <= gen

@@ -358,7 +358,14 @@ def _raw_entry_lines(text: str, fmt: str) -> set[int]:
 
 def test_every_functions_file_parses_and_covers_every_entry(upstream: Path) -> None:
     files = _all(upstream, "*/op_plugin/config/**/op_plugin_functions.yaml")
-    assert len(files) == 57
+    # per-version folders (v1r11/ …) before 6.0.rc2, the transitional combined file of
+    # 6.0.rc2 (parallel comma lists, no all_version:), one combined file with all_version:
+    # after: told apart here by folder and first key, not by detect_format
+    expected: Counter[str] = Counter(
+        "per_version" if re.fullmatch(r"v\d+r\d+", p.parent.name)
+        else "combined" if p.read_text(encoding="utf-8").lstrip().startswith("all_version:")
+        else "transitional" for p in files)
+    assert len(files) > 57
     formats: Counter[str] = Counter()
     # (parse time is measured by benchmarks/bench_catalog.py, not asserted here)
     for path in files:
@@ -367,7 +374,8 @@ def test_every_functions_file_parses_and_covers_every_entry(upstream: Path) -> N
         formats[fmt] += 1
         rows = parse_functions(text, origin=_origin(upstream, path))
         assert {r.line for r in rows} == _raw_entry_lines(text, fmt), path
-    assert formats == {"per_version": 30, "transitional": 1, "combined": 26}
+    assert formats == expected
+    assert formats["transitional"] >= 1 and formats["per_version"] >= 30
 
 
 def _raw_kernel_names(text: str, version: str) -> set[str]:

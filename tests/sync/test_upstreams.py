@@ -41,13 +41,22 @@ def test_real_matrix(upstream: Path) -> None:
     assert tables[0].origin.path == "github/Ascend/pytorch/master/COMPATIBILITY.md"
     by_tag = {r.tag: r for r in res.rows if r.tag}
     released = [t for t in tags if t.torch_npu_version]
-    # every release tag is a row, and carries a CANN version whenever any table gives one
-    assert set(by_tag) == {t.tag for t in released}
-    assert set(res.tags_without_cann()) == NO_CANN_IN_ANY_TABLE
+    # every release tag is a row (the v3.0.*-pytorch1.5.0 tags, which name no version, on the
+    # release their table branch lists), and carries a CANN version whenever a table gives one
+    assert set(by_tag) == {t.tag for t in tags}
+    assert by_tag["v3.0.rc1-pytorch1.5.0"].torch_npu_version == "1.5.0.post5"
+    # plus the rc-train hotfix tags releases.tsv has listed since issue 26 (no table names
+    # them either: their CANN is their train's, inferred)
+    hotfixes = {t.tag for t in tags if t.tag.startswith("V")
+                or (".rc" in t.train and t.train.count(".") == 3)}
+    no_cann = NO_CANN_IN_ANY_TABLE | (
+        hotfixes - {"v5.0.rc2.1-pytorch1.11.0", "v5.0.rc2.2-pytorch1.11.0",
+                    "v5.0.rc3.3-pytorch1.11.0"})  # these three are in the tables
+    assert set(res.tags_without_cann()) == no_cann
     for t in released:
-        if t.tag not in NO_CANN_IN_ANY_TABLE:
+        if t.tag not in no_cann:
             assert by_tag[t.tag].cann_version and not by_tag[t.tag].cann_inferred, t.tag
-    assert sum(1 for r in res.rows if r.cann_inferred) == 14
+    assert sum(1 for r in res.rows if r.cann_inferred) == 24  # 14 + the 10 hotfixes above
     r = by_tag["v7.2.0-pytorch2.1.0"]
     assert (r.torch_npu_version, r.cann_version, r.branch) == (
         "2.1.0.post17",
@@ -58,7 +67,7 @@ def test_real_matrix(upstream: Path) -> None:
     assert by_tag["v26.1.0-pytorch2.12.0"].cann_version == "9.1.0"
     assert by_tag["v7.2.0.1-pytorch2.6.0"].cann_version == "8.3.RC1"  # inferred from 7.2.0
     # older releases known only from tables (1.5.0.post2 …) are rows too
-    assert len(res.rows) == 100
+    assert len(res.rows) == 111  # 100 + 2.2.0.post1 and the ten releases issue 26 lists
     # conflicts between tables (newest wins), as found in the snapshot
     cann = {
         (c.torch_npu_version, c.kept, c.other) for c in res.conflicts if c.field == "cann_version"
@@ -67,6 +76,9 @@ def test_real_matrix(upstream: Path) -> None:
         ("1.5.0.post8", "6.0.1", "6.0.0"),
         ("1.8.1", "6.0.1", "6.0.0"),
         ("1.11.0.rc2", "6.0.1", "6.0.0"),
+        # the v3.0.rc1 READMEs (mirrored since issue 26) say 5.0.4; COMPATIBILITY.md 5.1.RC1
+        ("1.5.0.post5", "5.1.RC1", "5.0.4"),
+        ("1.8.1.rc1", "5.1.RC1", "5.0.4"),
     }
     torch = [c for c in res.conflicts if c.field == "torch_version"]
     assert [(c.torch_npu_version, c.kept, c.other) for c in torch] == [
@@ -75,6 +87,7 @@ def test_real_matrix(upstream: Path) -> None:
     assert {c.torch_npu_version for c in res.conflicts if c.field == "pythons"} == {
         "torch 2.1.0", "torch 2.6.0", "torch 2.7.1", "torch 2.8.0", "torch 2.9.0",
         "torch 2.10.0", "torch 2.11.0", "torch 2.12.0",
+        "torch 2.3.1",  # v6.0.rc2.1-pytorch2.3.1's README: no 3.11 yet
     }  # fmt: skip
 
 

@@ -23,10 +23,8 @@ from sqlalchemy import text
 if not os.environ.get("CI"):  # CI installs the serve extra: there a missing Datasette fails
     pytest.importorskip("datasette")
 
-from opcheck.checker.check import check
 from opcheck.checker.queries import op_history, release_diff
 from opcheck.checker.resolve import kernel_label
-from opcheck.checker.restrictions import restriction_lookup
 from opcheck.contrib.workarounds import workaround_lookup
 from opcheck.core.oplist import OpList, OpUse
 from opcheck.db import search
@@ -426,9 +424,13 @@ def test_check_page_form(client: Client, cat: Catalog) -> None:
 
 
 def _expected(cat: Catalog, release: str) -> dict[str, Any]:
-    report = check(cat, OpList.from_json(oplist_doc()), cat.release(release),
-                   workarounds=workaround_lookup(cat),
-                   restrictions=restriction_lookup(cat, None))
+    """The report the check use case makes of the same request."""
+    from opcheck.checker.usecase import CheckRequest, CheckUseCase, Recorded
+    from opcheck.web.pages.check import HOW_WEB
+
+    request = CheckRequest(Recorded(OpList.from_json(oplist_doc())), torch_npu=release,
+                           how=HOW_WEB)
+    report = CheckUseCase(cat, workarounds=workaround_lookup(cat)).run(request).report
     return dict(json.loads(json.dumps(report.to_json())))
 
 

@@ -1,5 +1,11 @@
 """The op-list page (/-/check): an op list pasted, uploaded or POSTed as JSON, checked exactly
-as ``opcheck check`` checks it."""
+as ``opcheck check`` checks it: the page builds a request for the check use case
+(``opcheck.checker.usecase``) and renders its report.
+
+Form fields (and, for a JSON POST, query parameters): ``release``, ``cann``, ``hardware``,
+``jit_compile`` and ``internal_format`` (on/off), ``no_cpu_fallback``, ``all_releases``,
+``graph``; the form also takes a ``baseline`` report
+JSON (file), like ``--baseline``."""
 
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from opcheck.checker.check import Report, check
+from opcheck.checker.check import Report
 from opcheck.core import jsonio
 from opcheck.core.errors import OpcheckError, UsageError
 from opcheck.web.guard import Ration, client_of
@@ -29,7 +35,11 @@ MAX_UPLOAD = 5 * 1024 * 1024  # an op list of a large model is ~100 kB; anything
 # universe ~3,700. The report page lists each on the event loop, so a list of 40,000 made-up
 # names is refused rather than rendered.
 MAX_OPS = 5000
-MAX_FORM_PARTS = 32  # the form has six fields
+MAX_FORM_PARTS = 32  # the form has eleven fields
+
+
+# How the page says how to choose another target (the end of the report's target note).
+HOW_WEB = "; pick another above"
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,12 @@ class Submission:
     release: str
     cpu_fallback: bool = True
     hardware: str = ""  # product name or part of it; "" = limits that hold on every product
+    cann: str = ""
+    jit_compile: bool | None = None  # None: torch_npu's default on the product
+    internal_format: bool | None = None
+    all_releases: bool = False
+    graph: bool = False
+    baseline: str = ""  # a previous report JSON: only what changed is shown
 
 
 def parse_form(content_type: str, body: bytes) -> dict[str, str]:
@@ -92,13 +108,31 @@ def _as_text(raw: bytes) -> str:
         raise UsageError("the upload is not UTF-8 text: expected an op-list JSON") from None
 
 
-def submission_from_fields(fields: dict[str, str]) -> Submission:
-    text = fields.get("file", "").strip() or fields.get("oplist", "").strip()
-    if not text:
-        raise UsageError("paste an op list or choose a file (the JSON from `opcheck trace`)")
+def submission_from_fields(fields: dict[str, str], text: str | None = None) -> Submission:
+    """The submission of the form's fields (``text``: the op list POSTed as the body)."""
+    from opcheck.checker.kernel_path import on_off
+
+    if text is None:
+        text = fields.get("file", "").strip() or fields.get("oplist", "").strip()
+        if not text:
+            raise UsageError("paste an op list or choose a file (the JSON from `opcheck trace`)")
     return Submission(text, fields.get("release", "").strip(),
                       cpu_fallback=fields.get("no_cpu_fallback", "") == "",
-                      hardware=fields.get("hardware", "").strip())
+                      hardware=fields.get("hardware", "").strip(),
+                      cann=fields.get("cann", "").strip(),
+                      jit_compile=on_off(fields.get("jit_compile", "").strip() or None,
+                                         "jit_compile"),
+                      internal_format=on_off(fields.get("internal_format", "").strip() or None,
+                                             "internal_format"),
+                      all_releases=fields.get("all_releases", "") != "",
+                      graph=fields.get("graph", "") != "",
+                      baseline=fields.get("baseline", "").strip())
+
+
+# The options a JSON POST takes as query parameters (the form's fields of the same names).
+# ``_format=json``: the report document instead of the page (also for a form POST).
+QUERY_OPTIONS = ("release", "cann", "hardware", "jit_compile", "internal_format",
+                 "no_cpu_fallback", "all_releases", "graph", "_format")
 
 
 # json.loads parses in C without letting go of the GIL: a 4 MB document would stop the event
@@ -112,16 +146,12 @@ def parse_json(text: str) -> Any:
 
 
 def run_check(state: ServeState, sub: Submission) -> Report:
-    """The checker's report for a submitted op list, exactly as ``opcheck check`` makes it."""
-    from opcheck.checker.queries import select_target
-    from opcheck.checker.restrictions import all_restrictions
+    """The checker's report for a submitted op list, made by the use case ``opcheck check``
+    uses, from the same request."""
+    from opcheck.checker.usecase import CheckRequest, CheckUseCase, Recorded
     from opcheck.core.oplist import OpList
-    from opcheck.core.versions import expand_release
 
-    try:
-        doc = parse_json(sub.text)
-    except jsonio.JsonInputError as exc:
-        raise UsageError(f"{exc}: expected the op list written by `opcheck trace`") from None
+    doc = _json_document(sub.text, "the op list written by `opcheck trace`")
     try:
         oplist = OpList.from_json(doc, source="the submitted op list")
     except (ValueError, TypeError, OverflowError, KeyError, AttributeError,
@@ -132,17 +162,24 @@ def run_check(state: ServeState, sub: Submission) -> Report:
     if len(oplist.ops) > MAX_OPS:
         raise UsageError(f"the op list has {len(oplist.ops)} entries: this page checks at most "
                          f"{MAX_OPS} (run `opcheck check` on larger ones)")
-    release, note = (expand_release(sub.release, [r.torch_npu for r in state.usable_releases],
-                                    exact=[r.torch_npu for r in state.catalog.releases])
-                     if sub.release else ("", ""))
-    target = select_target(state.catalog, torch_npu=release or None)
-    report = check(state.catalog, oplist, target, cpu_fallback=sub.cpu_fallback,
-                   workarounds=state.facts.workarounds,
-                   restrictions=(all_restrictions(state.catalog, sub.hardware or None)
-                                 if state.has_api_docs else None))
-    if note:  # "2.6" read as the newest 2.6 release: the report says which one it checked
-        report.notes.insert(0, note)
-    return report
+    baseline = _json_document(sub.baseline, "a report JSON") if sub.baseline else None
+    if baseline is not None and not isinstance(baseline, dict):
+        raise UsageError("the baseline is not an opcheck report JSON (no ops list)")
+    request = CheckRequest(
+        Recorded(oplist), torch_npu=sub.release or None, cann=sub.cann or None,
+        hardware=sub.hardware or None, jit_compile=sub.jit_compile,
+        internal_format=sub.internal_format, cpu_fallback=sub.cpu_fallback,
+        all_releases=sub.all_releases, graph=sub.graph, baseline=baseline, how=HOW_WEB)
+    usecase = CheckUseCase(state.catalog, workarounds=state.facts.workarounds,
+                           restrictions=state.has_api_docs)
+    return usecase.run(request).report
+
+
+def _json_document(text: str, what: str) -> Any:
+    try:
+        return parse_json(text)
+    except jsonio.JsonInputError as exc:
+        raise UsageError(f"{exc}: expected {what}") from None
 
 
 # A 5 MB op list takes seconds of CPU to read and check. Checks run on one thread per worker
@@ -175,19 +212,31 @@ def render_report(report: Report, helpers: dict[str, Any]) -> str:
                                                       **helpers))
 
 
-def check_posted(state: ServeState, ctype: str, body: bytes, release: str,
+def check_posted(state: ServeState, ctype: str, body: bytes, args: dict[str, str],
                  fields: dict[str, str], helpers: dict[str, Any]) -> Outcome:
-    """The check of one POST (runs on the check thread): a JSON op list (API use: the release
-    is a query parameter) or the page's form, whose fields are added to ``fields``."""
-    if ctype.split(";")[0].strip() == "application/json":
-        report = run_check(state, Submission(body.decode("utf-8", "replace"), release))
+    """The check of one POST (runs on the check thread): a JSON op list (API use: the options
+    are query parameters) or the page's form, whose fields are added to ``fields``. The
+    answer is the report document for a JSON op list or ``?_format=json``, else HTML."""
+    if _is_json(ctype):
+        sub = submission_from_fields(args, text=body.decode("utf-8", "replace"))
+    else:
+        fields.update(parse_form(ctype, body))
+        sub = submission_from_fields(fields)
+    report = run_check(state, sub)
+    if _wants_json(ctype, args):
         # Serialised here too: a large report's document takes a while to write.
         # The pure-Python encoder (iterencode) takes turns with the event loop for the GIL.
         text = "".join(json.JSONEncoder().iterencode(report.to_json()))
         return Outcome(report, json=text.encode())
-    fields.update(parse_form(ctype, body))
-    report = run_check(state, submission_from_fields(fields))
     return Outcome(report, html=render_report(report, helpers))
+
+
+def _is_json(ctype: str) -> bool:
+    return ctype.split(";")[0].strip().lower() == "application/json"
+
+
+def _wants_json(ctype: str, args: dict[str, str]) -> bool:
+    return _is_json(ctype) or args.get("_format") == "json"
 
 
 async def view(datasette: Any, request: Any) -> Any:
@@ -206,7 +255,7 @@ async def view(datasette: Any, request: Any) -> Any:
     # the default target of `opcheck check` on a machine without torch: one rule everywhere
     default = select_target(state.catalog) if releases else None
     fields: dict[str, str] = {"release": default.torch_npu if default else ""}
-    default_reason = (target_reason(state.catalog, default, how="; pick another above")
+    default_reason = (target_reason(state.catalog, default, how=HOW_WEB)
                       if default else "")
     if request.method == "POST":
         ctype = request.headers.get("content-type", "")
@@ -218,13 +267,14 @@ async def view(datasette: Any, request: Any) -> Any:
             body = await request.post_body()
             outcome = await asyncio.get_running_loop().run_in_executor(
                 check_pool(), functools.partial(check_posted, state, ctype, body,
-                                                request.args.get("release", ""), fields,
+                                                {k: request.args.get(k, "")
+                                                 for k in QUERY_OPTIONS}, fields,
                                                 template_helpers(datasette)))
-            if ctype.split(";")[0].strip() == "application/json":
+            if outcome.json:
                 return Response(outcome.json, content_type="application/json; charset=utf-8")
             report, report_html = outcome.report, outcome.html
         except OpcheckError as exc:
-            if ctype.startswith("application/json"):
+            if _wants_json(ctype, {"_format": request.args.get("_format", "")}):
                 return Response.json({"error": str(exc)}, status=400)
             error = str(exc)
         finally:
