@@ -13,14 +13,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import text
-
 from opcheck.checker.check import WorkaroundLookup
 from opcheck.checker.contract import aclnn_summary
 from opcheck.checker.graph import op_graph
 from opcheck.checker.queries import HistoryRow, op_history
 from opcheck.core.versions import release_key
 from opcheck.core.vocab import Status
+from opcheck.db import reads
 from opcheck.db.catalog import Catalog, OperatorInfo
 
 # 2: `opcheck op --format json` and the op page's JSON became one document (before, two
@@ -41,12 +40,9 @@ class HistoryFacts:
     @classmethod
     def load(cls, cat: Catalog, workarounds: WorkaroundLookup | None = None) -> HistoryFacts:
         deps: dict[str, list[str]] = {}
-        with cat.engine.connect() as conn:
-            for op, repl in conn.execute(text("SELECT op, replacement FROM deprecation")):
-                deps.setdefault(op, []).append(repl)
-            has_api = conn.execute(text(  # the two per-API tables were added together
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
-                "AND name IN ('api_support', 'api_op')")).scalar_one() == 2
+        for d in reads.deprecations(cat.engine):
+            deps.setdefault(d.op, []).append(d.replacement)
+        has_api = reads.has_api_docs(cat.engine)
         return cls(cat, workarounds, deps, has_api, tuple(sorted(cat.operators)))
 
 
@@ -68,35 +64,29 @@ class ApiMatrix:
 def api_matrix(facts: HistoryFacts, op: str) -> ApiMatrix | None:
     if not facts.has_api_docs:
         return None
-    with facts.cat.engine.connect() as conn:
-        rows = conn.execute(text(
-            "SELECT a.api, a.doc_version, a.hardware, a.supported, a.only_dtypes, "
-            "a.unsupported_dtypes, a.arg_limits, a.restriction, s.url "
-            "FROM api_op o JOIN api_support a ON a.api = o.api "
-            "LEFT JOIN source s ON s.id = a.source_id "
-            "WHERE o.op = :op AND a.feature = '' ORDER BY a.api"), {"op": op}).mappings().all()
-    newest: dict[tuple[str, str], Any] = {}
+    rows = reads.op_api_docs(facts.cat.engine, op)
+    newest: dict[tuple[str, str], reads.ApiDocRow] = {}
     for r in rows:
-        key = (r["api"], r["hardware"])
-        if key not in newest or (release_key(r["doc_version"] or "0")
-                                 > release_key(newest[key]["doc_version"] or "0")):
+        key = (r.api, r.hardware)
+        if key not in newest or (release_key(r.doc_version or "0")
+                                 > release_key(newest[key].doc_version or "0")):
             newest[key] = r
     products = sorted({hw for _, hw in newest}, key=lambda h: (h == "", h))
     by_api: dict[str, dict[str, dict[str, str]]] = {}
     restrictions = []
     for (api, hw), r in sorted(newest.items()):
-        sup = r["supported"]
-        mark = "yes" if sup == 1 else "no" if sup == 0 else "?"
-        dtypes = (f"only {r['only_dtypes']}" if r["only_dtypes"] else "") + (
-            f" not {r['unsupported_dtypes']}" if r["unsupported_dtypes"] else "")
+        sup = r.supported
+        mark = "yes" if sup is True else "no" if sup is False else "?"
+        dtypes = (f"only {r.only_dtypes}" if r.only_dtypes else "") + (
+            f" not {r.unsupported_dtypes}" if r.unsupported_dtypes else "")
         by_api.setdefault(api, {})[hw] = {"supported": mark, "dtypes": dtypes.strip(),
-                                          "doc_version": r["doc_version"]}
-        if r["only_dtypes"] or r["unsupported_dtypes"] or r["arg_limits"] or r["restriction"]:
+                                          "doc_version": r.doc_version}
+        if r.only_dtypes or r.unsupported_dtypes or r.arg_limits or r.restriction:
             restrictions.append({
-                "api": api, "hardware": hw, "doc_version": r["doc_version"],
-                "only_dtypes": r["only_dtypes"], "unsupported_dtypes": r["unsupported_dtypes"],
-                "arg_limits": r["arg_limits"], "restriction": r["restriction"],
-                "link": r["url"] or "",
+                "api": api, "hardware": hw, "doc_version": r.doc_version,
+                "only_dtypes": r.only_dtypes, "unsupported_dtypes": r.unsupported_dtypes,
+                "arg_limits": r.arg_limits, "restriction": r.restriction,
+                "link": r.url,
             })
     return ApiMatrix(products, sorted(by_api.items()), restrictions)
 

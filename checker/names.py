@@ -12,11 +12,9 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from sqlalchemy import text
-from sqlalchemy.exc import OperationalError
-
 from opcheck.core.errors import OpcheckError
 from opcheck.core.opname import canonical
+from opcheck.db import reads
 from opcheck.db.catalog import Catalog
 
 # how people abbreviate module paths in code (``import torch.nn.functional as F``)
@@ -66,30 +64,18 @@ class Names:
     def apis(self) -> dict[str, list[str]]:
         if self._apis is None:
             self._apis = {}
-            try:
-                with self.cat.engine.connect() as conn:
-                    for api, op in conn.execute(text("SELECT api, op FROM api_op ORDER BY op")):
-                        self._apis.setdefault(str(api), []).append(str(op))
-            except OperationalError:  # a catalog written before the per-API tables
-                self._apis = {}
+            for api, op in reads.api_op_links(self.cat.engine):
+                self._apis.setdefault(api, []).append(op)
         return self._apis
 
     @property
     def aclnn(self) -> dict[str, list[str]]:
         if self._aclnn is None:
             self._aclnn = {}
-            queries = ["SELECT DISTINCT aclnn, op FROM npukernel WHERE aclnn != ''",
-                       "SELECT DISTINCT aclnn, op FROM op_aclnn"]
-            with self.cat.engine.connect() as conn:
-                for sql in queries:
-                    try:
-                        rows = conn.execute(text(sql)).all()
-                    except OperationalError:  # op_aclnn: catalogs of schema 2 on
-                        continue
-                    for fn, op in rows:
-                        for name in re.split(r"[,\s]+", str(fn)):
-                            if name:
-                                self._aclnn.setdefault(name.lower(), []).append(str(op))
+            for fn, op in reads.aclnn_op_links(self.cat.engine):
+                for name in re.split(r"[,\s]+", fn):
+                    if name:
+                        self._aclnn.setdefault(name.lower(), []).append(op)
         return self._aclnn
 
     @functools.cached_property

@@ -22,14 +22,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import text
-
 from opcheck.checker.check import Restriction, RestrictionLookup
 from opcheck.checker.contract import combine, contract_lookup
 from opcheck.core.errors import UsageError
 from opcheck.core.oplist import OpUse, Signature
 from opcheck.core.products import ALIASES, canonical_alias, product_aliases
 from opcheck.core.versions import release_key
+from opcheck.db import reads
 from opcheck.db.catalog import Catalog, ReleaseInfo
 
 _DTYPES = {
@@ -57,9 +56,7 @@ class _Row:
 
 
 def products(cat: Catalog) -> list[str]:
-    with cat.engine.connect() as conn:
-        return [r[0] for r in conn.execute(text(
-            "SELECT DISTINCT hardware FROM api_support WHERE hardware != '' ORDER BY hardware"))]
+    return reads.api_products(cat.engine)
 
 
 def match_hardware(cat: Catalog, wanted: str) -> list[str]:
@@ -108,29 +105,25 @@ def _describe(row: _Row) -> str:
 
 def restriction_lookup(cat: Catalog, hardware: str | None) -> RestrictionLookup | None:
     """A lookup for ``check``; None when the catalog has no API docs."""
-    with cat.engine.connect() as conn:
-        if conn.execute(text("SELECT COUNT(*) FROM api_support")).scalar_one() == 0:
-            return None
-        links: dict[str, set[str]] = defaultdict(set)
-        for api, op in conn.execute(text("SELECT api, op FROM api_op")):
-            links[op].add(api)
-        urls = {sid: url for sid, url in conn.execute(text("SELECT id, url FROM source"))}
+    if reads.api_support_count(cat.engine) == 0:
+        return None
+    links: dict[str, set[str]] = defaultdict(set)
+    for api, op in reads.api_op_links(cat.engine):
+        links[op].add(api)
+    urls = reads.source_urls(cat.engine)
     wanted = match_hardware(cat, hardware) if hardware else None
     cache: dict[str, list[_Row]] = {}
 
     def rows_for(api: str) -> list[_Row]:
         if api not in cache:
-            with cat.engine.connect() as conn:
-                cache[api] = [
-                    _Row(api, v, hw, None if sup is None else bool(sup),
-                         frozenset(only.split(",")) if only else None,
-                         frozenset(x for x in unsup.split(",") if x), restr,
-                         f"{urls.get(sid, '')}#L{line}" if urls.get(sid) else "")
-                    for v, hw, sup, only, unsup, restr, sid, line in conn.execute(text(
-                        "SELECT doc_version, hardware, supported, only_dtypes, "
-                        "unsupported_dtypes, restriction, source_id, line FROM api_support "
-                        "WHERE api = :a AND feature = ''"), {"a": api})
-                ]
+            cache[api] = [
+                _Row(api, r.doc_version, r.hardware, r.supported,
+                     frozenset(r.only_dtypes.split(",")) if r.only_dtypes else None,
+                     frozenset(x for x in r.unsupported_dtypes.split(",") if x), r.restriction,
+                     f"{urls[r.source_id]}#L{r.line}"
+                     if r.source_id is not None and urls.get(r.source_id) else "")
+                for r in reads.api_support_rows(cat.engine, api)
+            ]
         return cache[api]
 
     def lookup(use: OpUse, target: ReleaseInfo) -> list[Restriction]:

@@ -10,57 +10,14 @@ op-plugin branch head because the release pins no commit the catalog could read)
 
 from __future__ import annotations
 
-import functools
-import re
-
+from opcheck.core.versions import cann_key, compare_cann, normalise_cann, same_cann
 from opcheck.core.vocab import KernelSource
 from opcheck.db.catalog import ReleaseInfo
 
-_CANN_PART = re.compile(r"^(?:(?P<num>\d+)|RC(?P<rc>\d+)|(?P<pre>[A-Z]+)(?P<pre_n>\d*))$")
-
-
-def normalise(text: str) -> str:
-    """``CANN 8.3.rc1`` → ``8.3.RC1`` (the spelling of the release tables)."""
-    s = re.sub(r"(?i)^\s*cann\s*", "", text).strip()
-    return re.sub(r"(?i)rc", "RC", s)
-
-
-@functools.lru_cache(maxsize=1024)  # called per documented version, per op, per release
-def cann_key(version: str) -> tuple[tuple[int, int], ...]:
-    """Order of CANN versions: ``8.0.RC3 < 8.0.0 < 8.0.1 < 8.1.RC1``; a hotfix
-    (``6.3.RC3.1``) after its release, a pre-release build (``8.2.RC1.alpha002``) before it.
-
-    Raises ValueError for text that is not a CANN version."""
-    parts = normalise(version).upper().split(".")
-    if len(parts) < 2 or not parts[0].isdigit() or len(parts) > 6:
-        raise ValueError(f"not a CANN version: {version!r}")
-    key: list[tuple[int, int]] = []
-    for p in parts:
-        m = _CANN_PART.match(p)
-        if not m:
-            raise ValueError(f"not a CANN version: {version!r}")
-        if m["num"] is not None:
-            key.append((3, int(m["num"])))
-        elif m["rc"] is not None:
-            key.append((2, int(m["rc"])))
-        else:  # alpha001, beta1, T5: builds before the release they name
-            key.append((0, int(m["pre_n"] or 0)))
-    # A missing part sorts between a pre-release build (0) and an RC or hotfix (2, 3).
-    key += [(1, 0)] * (6 - len(key))
-    return tuple(key)
-
-
-def same_cann(a: str, b: str) -> bool:
-    return bool(a and b) and normalise(a).upper() == normalise(b).upper()
-
-
-def compare_cann(a: str, b: str) -> str:
-    """``older`` / ``newer`` / ``the same`` (a relative to b); "" when either is unparsable."""
-    try:
-        ka, kb = cann_key(a), cann_key(b)
-    except ValueError:
-        return ""
-    return "older" if ka < kb else "newer" if ka > kb else "the same"
+# The CANN helpers live in opcheck.core.versions (env/ and db/ need them too); the checker's
+# modules keep importing them from here.
+normalise = normalise_cann
+__all__ = ["cann_key", "compare_cann", "describe", "normalise", "pairing_note", "same_cann"]
 
 
 def pairing_note(release: ReleaseInfo) -> str:

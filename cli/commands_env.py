@@ -10,10 +10,10 @@ from typing import Any
 import typer
 
 from opcheck.cli.common import CatalogOpt, FormatOpt, handle_errors
+from opcheck.core.vocab import EnvStatus
 
 EXIT_MISMATCH = 1
 
-_STYLE = {"ok": "green", "mismatch": "bold red", "warning": "yellow", "absent": "dim"}
 
 
 def _catalog(path: Path | None) -> Any:
@@ -64,7 +64,7 @@ def render(assessment: Any, console: Any | None = None, width: int | None = -1) 
         table.add(key, value, "environment")
     draw_grid(table, con, w)
 
-    checks = Grid([Column("status", style=lambda st: _STYLE.get(st, "")), Column("check"),
+    checks = Grid([Column("status", style=lambda st: EnvStatus(st).style), Column("check"),
                    Column("finding", wrap=True, compact=False)], title="checks")
     for f in assessment.findings:
         checks.add(f.status, f.check, f.message)

@@ -315,32 +315,19 @@ class _SqlFacts:
     cat: Catalog
 
     def aclnn_ops(self, function: str) -> list[str]:
-        from sqlalchemy import text
+        from opcheck.db import reads
 
-        with self.cat.engine.connect() as conn:
-            return [str(r[0]) for r in conn.execute(text(
-                "SELECT DISTINCT op FROM npukernel WHERE aclnn = :f ORDER BY op"), {"f": function})]
+        return reads.ops_calling_aclnn(self.cat.engine, function)
 
     def aclnn_codes(self, function: str, code: str) -> list[DocCode]:
         """The function's own rows for ``code`` and the shared table's row for it (or its
         family): newest source first, one row per distinct trigger."""
-        from sqlalchemy import text
-        from sqlalchemy.exc import OperationalError
+        from opcheck.db import reads
 
         family = code[:3] + "xxx" if len(code) == 6 else code
-        try:
-            with self.cat.engine.connect() as conn:
-                rows = conn.execute(text(
-                    "SELECT a.function, a.code, a.name, a.triggers, a.params, a.line, s.url "
-                    "FROM aclnn_code a LEFT JOIN source s ON s.id = a.source_id "
-                    "WHERE a.function IN (:f, '') AND a.code IN (:c, :fam) "
-                    "ORDER BY a.function DESC, a.code = :fam, a.source_id DESC"),
-                    {"f": function, "c": code, "fam": family}).all()
-        except OperationalError:
-            return []  # a catalog built before the table existed
         out: dict[tuple[str, str, str, str], DocCode] = {}
-        for r in rows:
-            d = DocCode(str(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), int(r[5]), str(r[6] or ""))
+        for r in reads.aclnn_code_rows(self.cat.engine, function, code, family):
+            d = DocCode(r.function, r.code, r.name, r.triggers, r.params, r.line, r.url)
             out.setdefault((d.function, d.code, d.triggers, d.params), d)
         return list(out.values())
 

@@ -634,9 +634,11 @@ def folder_digest(folder: Path | None = None) -> str:
 # ---------------------------------------------------------------------------- checker lookup
 
 
-def workaround_lookup(cat: Catalog) -> WorkaroundLookup:
+def workaround_lookup(cat: Catalog, hardware: str | None = None) -> WorkaroundLookup:
     """The one workaround lookup: the catalog's entries filed for exactly ``op`` whose release
-    ranges hold the release (:meth:`AppliesTo.contains`, the rule ``lint`` and ``verify`` use).
+    ranges hold the release (:meth:`AppliesTo.contains`, the rule ``lint`` and ``verify`` use)
+    and, when a ``--hardware`` product is named, whose hardware covers it
+    (:func:`opcheck.core.products.hardware_matches`: ``all``, or a slug of that product).
 
     ``opcheck check``, ``opcheck explain``, the web check page and the op pages all call it;
     callers that want an op's packet or overloads ask for each name (the checker also asks
@@ -644,19 +646,16 @@ def workaround_lookup(cat: Catalog) -> WorkaroundLookup:
     """
     from collections import defaultdict
 
-    from sqlalchemy import text
-
     from opcheck.checker.check import WorkaroundRef
+    from opcheck.core.products import hardware_matches
+    from opcheck.db import reads
 
     by_op: dict[str, list[tuple[WorkaroundRef, AppliesTo]]] = defaultdict(list)
-    with cat.engine.connect() as conn:
-        rows = conn.execute(text(
-            "SELECT o.op, w.id, w.title, w.kind, w.path, w.releases FROM workaround_op o "
-            "JOIN workaround w ON w.id = o.workaround_id ORDER BY w.id"
-        ))
-        for op, wid, title, kind, path, releases in rows:
-            applies = AppliesTo(releases=[ReleaseRange(**r) for r in json.loads(releases or "[]")])
-            by_op[op].append((WorkaroundRef(wid, title, kind, path), applies))
+    for w in reads.workaround_ops(cat.engine):
+        if not hardware_matches(w.hardware.split(","), hardware):
+            continue
+        applies = AppliesTo(releases=[ReleaseRange(**r) for r in json.loads(w.releases or "[]")])
+        by_op[w.op].append((WorkaroundRef(w.id, w.title, w.kind, w.path), applies))
 
     def lookup(op: str, release: ReleaseInfo) -> list[WorkaroundRef]:
         return [ref for ref, applies in by_op.get(op, []) if applies.contains(release.torch_npu)]

@@ -11,25 +11,106 @@ versions line up.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-__all__ = ["ALIASES", "PRODUCTS", "SYNONYMS", "canonical_alias", "product_aliases"]
+__all__ = ["ALIASES", "HARDWARE_HELP", "PRODUCTS", "PRODUCT_LIST", "SYNONYMS", "Product",
+           "canonical_alias", "hardware_matches", "product_aliases", "slug_product",
+           "soc_product"]
+
+
+@dataclass(frozen=True)
+class Product:
+    """One Ascend product under every name it goes by.
+
+    ``socs``: SoC version names as ``npu-smi``, logs and ``soc_version`` spell them (patterns,
+    matched whole; ``Ascend910B`` without a digit is a first-generation 910, ``Ascend910B1`` an
+    A2 chip). ``soc_dirs``: the lower-case names of CANN's per-SoC binary folders and
+    ``AddConfig("ascend910b")`` (there ``ascend910b`` is the A2 family). ``slugs``: the
+    hardware names contributed workarounds use (``data/workarounds``)."""
+
+    alias: str
+    doc_name: str  # what CANN's operator docs call it (the usual spelling)
+    synonyms: tuple[str, ...] = ()
+    socs: tuple[str, ...] = ()
+    soc_dirs: tuple[str, ...] = ()
+    slugs: tuple[str, ...] = ()
+
+    @property
+    def help_name(self) -> str:
+        """``910B (A2)``: the alias, and the series name users type for it."""
+        series = [s for s in self.synonyms if s[:1].isalpha()]
+        return f"{self.alias} ({series[0]})" if series else self.alias
+
+
+PRODUCT_LIST: tuple[Product, ...] = (
+    Product("910A", "Atlas 训练系列产品 (Ascend 910)", ("910",),
+            (r"Ascend910(?:A|B|ProA|ProB|PremiumA)?",), ("ascend910",), ("atlas-training",)),
+    Product("910B",
+            "Atlas A2 训练系列产品 / Atlas A2 推理系列产品 / Atlas 800I A2 / A200I A2 Box",
+            ("A2",), (r"Ascend910B\d(?:-\d)?",), ("ascend910b",),
+            ("atlas-a2-training", "atlas-a2-inference")),
+    Product("910C", "Atlas A3 训练系列产品 / Atlas A3 推理系列产品", ("A3",),
+            (r"Ascend910_93\d*",), ("ascend910_93",),
+            ("atlas-a3-training", "atlas-a3-inference")),
+    Product("310P", "Atlas 推理系列产品 (Ascend 310P)", (), (r"Ascend310P\d*",), ("ascend310p",),
+            ("atlas-inference",)),
+    Product("310B", "Atlas 200I/500 A2 推理产品", (), (r"Ascend310B\d*",), ("ascend310b",),
+            ("atlas-200i-a2",)),
+    Product("310", "Atlas 200/300/500 推理产品 (Ascend 310)", (), (r"Ascend310",),
+            ("ascend310",)),
+    Product("950", "Ascend 950PR / Ascend 950DT (昇腾910_95)", ("950PR", "950DT", "910_95"),
+            (r"Ascend950\w*", r"Ascend910_95\d*"), ("ascend950", "ascend910_95"),
+            ("ascend-950",)),
+    Product("Kirin", "Kirin X90 / Kirin 9030 处理器系列产品"),
+)
 
 # alias → what the docs call it (the first spelling is the usual one)
-PRODUCTS: dict[str, str] = {
-    "910A": "Atlas 训练系列产品 (Ascend 910)",
-    "910B": "Atlas A2 训练系列产品 / Atlas A2 推理系列产品 / Atlas 800I A2 / A200I A2 Box",
-    "910C": "Atlas A3 训练系列产品 / Atlas A3 推理系列产品",
-    "310P": "Atlas 推理系列产品 (Ascend 310P)",
-    "310B": "Atlas 200I/500 A2 推理产品",
-    "310": "Atlas 200/300/500 推理产品 (Ascend 310)",
-    "950": "Ascend 950PR / Ascend 950DT (昇腾910_95)",
-    "Kirin": "Kirin X90 / Kirin 9030 处理器系列产品",
-}
+PRODUCTS: dict[str, str] = {p.alias: p.doc_name for p in PRODUCT_LIST}
 ALIASES: tuple[str, ...] = tuple(PRODUCTS)
 
 # other names users give for the same product
-SYNONYMS: dict[str, str] = {"A2": "910B", "A3": "910C", "950PR": "950", "950DT": "950",
-                            "910": "910A", "910_95": "950"}
+SYNONYMS: dict[str, str] = {syn: p.alias for p in PRODUCT_LIST for syn in p.synonyms}
+
+# The --hardware help, from the product list (every product, with its usual synonym).
+HARDWARE_HELP = ("Target product: " + ", ".join(p.help_name for p in PRODUCT_LIST)
+                 + "; default: every product the docs name")
+
+_BY_ALIAS = {p.alias: p for p in PRODUCT_LIST}
+_SOC_PATTERNS = [(re.compile(pat), p.alias) for p in PRODUCT_LIST for pat in p.socs]
+_SOC_DIRS = {d: p.alias for p in PRODUCT_LIST for d in p.soc_dirs}
+_SLUGS = {s: p.alias for p in PRODUCT_LIST for s in p.slugs}
+
+
+def soc_product(name: str) -> str | None:
+    """The product alias of a SoC name: ``Ascend910B1`` → 910B, ``Ascend910_9391`` → 910C,
+    ``ascend910b`` (a binary folder) → 910B, ``Ascend910B`` (a first-generation SoC) → 910A."""
+    text = name.strip()
+    if text in _SOC_DIRS:
+        return _SOC_DIRS[text]
+    for pattern, alias in _SOC_PATTERNS:
+        if pattern.fullmatch(text):
+            return alias
+    return None
+
+
+def slug_product(slug: str) -> str | None:
+    """The product alias of a workaround's hardware slug (None for ``all`` or an unknown one)."""
+    return _SLUGS.get(slug)
+
+
+def hardware_matches(slugs: Iterable[str], wanted: str | None) -> bool:
+    """Whether an entry written for ``slugs`` applies to the ``--hardware`` a user named.
+    No product named, ``all``, or a name that is no product alias: it applies (never hide an
+    entry on a guess)."""
+    listed = list(slugs)
+    if wanted is None or not listed or "all" in listed:
+        return True
+    alias = canonical_alias(wanted)
+    if alias is None:
+        return True
+    return any(slug_product(s) in (alias, None) for s in listed)
+
 
 # Names containing "/" that are one product: protected before splitting a term on "/".
 _WHOLE = (

@@ -60,6 +60,21 @@ class Status(Word):
         return _STATUS_FACTS[self].label
 
     @property
+    def cell(self) -> str:
+        """The short word of an ``--all-releases`` matrix cell (a label is too wide)."""
+        return _STATUS_FACTS[self].cell
+
+    @property
+    def background(self) -> str:
+        """The background of the status badge on web pages."""
+        return _STATUS_FACTS[self].background
+
+    @property
+    def rule(self) -> str:
+        """The SARIF rule text of a problem status."""
+        return _STATUS_FACTS[self].rule or f"Op status: {self.label}"
+
+    @property
     def tally(self) -> str:
         """How the one-line summary counts it: ``3 on NPU``, ``1 CPU fallback``."""
         return _STATUS_FACTS[self].tally
@@ -82,18 +97,28 @@ class Status(Word):
 
 class _StatusFacts(NamedTuple):
     severity: int
-    style: str
+    style: str  # terminal (rich)
     label: str
     tally: str
+    cell: str  # --all-releases matrix cell
+    background: str  # web badge; NEUTRAL_BACKGROUND when none
+    rule: str = ""  # SARIF rule text (problem statuses; "" = from the label)
 
+
+NEUTRAL_BACKGROUND = "#e6e6e6"
 
 # One row per status: a new status is a member above and a row here.
 _STATUS_FACTS = {
-    Status.NPU: _StatusFacts(0, "green", "NPU kernel", "on NPU"),
-    Status.COMPOSITE: _StatusFacts(1, "cyan", "composite (callees run on the NPU)", "composite"),
-    Status.CPU_FALLBACK: _StatusFacts(2, "yellow", "CPU fallback", "CPU fallback"),
-    Status.UNKNOWN: _StatusFacts(3, "magenta", "unknown to the catalog", "unknown"),
-    Status.UNSUPPORTED: _StatusFacts(4, "bold red", "unsupported", "unsupported"),
+    Status.NPU: _StatusFacts(0, "green", "NPU kernel", "on NPU", "npu", "#d4f4d4"),
+    Status.COMPOSITE: _StatusFacts(1, "cyan", "composite (callees run on the NPU)", "composite",
+                                   "comp", "#e0ecff"),
+    Status.CPU_FALLBACK: _StatusFacts(
+        2, "yellow", "CPU fallback", "CPU fallback", "cpu", "#ffe9b3",
+        "Op falls back to the CPU (host-device copies on every call)"),
+    Status.UNKNOWN: _StatusFacts(3, "magenta", "unknown to the catalog", "unknown", "?",
+                                 NEUTRAL_BACKGROUND, "Op is not in the catalog"),
+    Status.UNSUPPORTED: _StatusFacts(4, "bold red", "unsupported", "unsupported", "NO", "#ffc8c8",
+                                     "Op has no NPU kernel and cannot run on this release"),
 }
 
 
@@ -143,6 +168,30 @@ class FailOn(Word):
     @property
     def counts_restrictions(self) -> bool:
         return self is FailOn.RESTRICTED
+
+
+class Registration(Word):
+    """What torch_npu registers for an op on one release (``npukernel.status``): an NPU kernel,
+    a kernel for sparse tensors only, a registered fallback to the CPU, or an explicit refusal."""
+
+    KERNEL = "kernel"
+    SPARSE = "sparse"
+    TOCPU = "tocpu"
+    UNSUPPORTED = "unsupported"
+
+
+class EnvStatus(Word):
+    """How ``opcheck env`` judges one part of the installed stack."""
+
+    OK = "ok"
+    MISMATCH = "mismatch"  # the stack cannot work as installed
+    WARNING = "warning"
+    ABSENT = "absent"
+
+    @property
+    def style(self) -> str:
+        return {EnvStatus.OK: "green", EnvStatus.MISMATCH: "bold red",
+                EnvStatus.WARNING: "yellow", EnvStatus.ABSENT: "dim"}[self]
 
 
 class KernelSource(Word):

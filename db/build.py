@@ -13,7 +13,7 @@ from pathlib import Path
 
 from opcheck.core.errors import CatalogError
 from opcheck.db.data import CatalogData
-from opcheck.db.schema import TABLES, create_statements, insert_rows
+from opcheck.db.schema import TABLES, create_statements, insert_rows, insert_statement
 from opcheck.db.search import create_search_index
 
 
@@ -30,11 +30,9 @@ def _fill(conn: sqlite3.Connection, data: CatalogData) -> None:
         for stmt in creates:
             conn.execute(stmt)  # the table alone; its indexes come after the rows
         for table in TABLES:
-            cols, rows = insert_rows(table, data)
+            _, rows = insert_rows(table, data)
             if rows:
-                names = ", ".join(f'"{c}"' for c in cols)  # "commit", "schema" are SQL keywords
-                marks = ", ".join("?" * len(cols))
-                conn.executemany(f"INSERT INTO {table.name} ({names}) VALUES ({marks})", rows)
+                conn.executemany(insert_statement(table), rows)
         for stmt in indexes:
             conn.execute(stmt)
         # Statistics for the planner: without them it reads npukernel by the low-selectivity

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 
 from sqlalchemy import Engine, text
 
 from opcheck.core.errors import CatalogError
 from opcheck.core.versions import torch_minor
+from opcheck.core.vocab import KernelSource, Registration, Word
 from opcheck.db.data import KernelFacts
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ class ReleaseInfo:
     tag: str
     sort_key: int
     has_cpu_fallback: bool
-    kernel_source: str
+    kernel_source: KernelSource
     date: str = ""
     cann_inferred: bool = False  # no table names cann: it is the CANN of the train hotfixed
     op_plugin_commit: str = ""  # the op-plugin commit the release tag pins
@@ -48,7 +49,7 @@ class ReleaseInfo:
 
     @property
     def has_kernels(self) -> bool:
-        return self.kernel_source != "none"
+        return self.kernel_source != KernelSource.NONE
 
 
 @dataclass(frozen=True)
@@ -74,12 +75,26 @@ def _row_reader(cls: type[_T]) -> tuple[str, Callable[[Sequence[Any]], _T]]:
     field added to the model is read with no other list to edit. SQLite stores booleans as 0/1.
     """
     names = [f.name for f in fields(cls)]
-    flags = [f.type in ("bool", bool) for f in fields(cls)]
+    hints = get_type_hints(cls)
+    # A bool column or a vocabulary word (``status`` of the kernel facts is a Registration
+    # in a field typed str: the records a sync builds hold plain strings).
+    words = {"status": Registration} if cls is KernelFacts else {}
+    convert: list[Callable[[Any], Any] | None] = [
+        bool if hints[n] is bool
+        else _word(hints[n]) if isinstance(hints[n], type) and issubclass(hints[n], Word)
+        else _word(words[n]) if n in words else None
+        for n in names
+    ]
 
     def read(row: Sequence[Any]) -> _T:
-        return cls(*[bool(v) if flag else v for v, flag in zip(row, flags, strict=True)])
+        return cls(*[v if c is None else c(v) for v, c in zip(row, convert, strict=True)])
 
     return ", ".join(names), read
+
+
+def _word(kind: type[Word]) -> Callable[[Any], Word]:
+    members = {m.value: m for m in kind}  # a dict lookup: a release's 100k+ rows pass here
+    return members.__getitem__
 
 
 _RELEASE_COLS, _read_release = _row_reader(ReleaseInfo)

@@ -15,7 +15,9 @@ from functools import lru_cache
 
 from sqlalchemy import Engine, bindparam, text
 
-HEAD = "head"  # the CANN label of a library documented only at a commit, not at a release tag
+from opcheck.core.versions import CANN_HEAD
+
+HEAD = CANN_HEAD  # a library documented at a commit, not a release tag
 
 
 def _split(value: str) -> tuple[str, ...]:

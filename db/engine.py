@@ -20,10 +20,8 @@ from sqlalchemy import Engine, create_engine
 
 from opcheck.core.errors import CatalogError
 from opcheck.core.paths import cache_dir, snapshot_dir
-from opcheck.db.build import write_catalog
 from opcheck.db.data import CatalogData
-from opcheck.db.schema import LAYOUT_VERSION, SCHEMA_VERSION
-from opcheck.db.snapshot import read_snapshot
+from opcheck.db.layout import LAYOUT_VERSION, SCHEMA_VERSION
 
 
 @dataclass(frozen=True)
@@ -83,6 +81,9 @@ def resolve_catalog_path(explicit: Path | None = None, *,
         # up, a file cut short by a copy of the cache directory, bytes changed on disk).
         target.unlink(missing_ok=True)
     if not target.is_file():
+        # Only a build needs the table classes (SQLModel, the ORM): opening a catalog does not.
+        from opcheck.db.build import write_catalog
+
         remove_stale_temp_files(target)
         data = read_snapshot(snap)
         if contributions:
@@ -91,6 +92,13 @@ def resolve_catalog_path(explicit: Path | None = None, *,
         with contextlib.suppress(OSError):  # just built whole: no need to read it back
             _remember(_mark(target), _stamp(target))
     return target
+
+
+def read_snapshot(folder: Path) -> CatalogData:
+    """The bundled snapshot's facts (imported here only when a catalog is built from it)."""
+    from opcheck.db.snapshot import read_snapshot as read
+
+    return read(folder)
 
 
 def damage(path: Path) -> str | None:

@@ -1,19 +1,23 @@
-"""The one table spec: every catalog table and plain snapshot file, derived from the records.
+"""What each catalog table is filled from, and the snapshot's plain files.
 
-A column is a field of a record in ``opcheck.db.data``: its name, its order and its type
-(``str`` → VARCHAR, ``int`` → INTEGER, ``bool`` → BOOLEAN; NOT NULL unless ``X | None``) come
-from the dataclass. A :class:`Table` adds only what a field cannot say: the primary key,
-indexes, references, fields that are not columns and, for a record that groups its facts in a
-nested object, the column order. The DDL (:func:`create_statements`), the rows the builder
-inserts (:func:`insert_rows`) and the snapshot's plain files (:data:`FILES`) all come from here,
-so a new column is a new record field and a new table is one entry below.
+The tables themselves are the SQLModel classes of ``opcheck.db.tables`` (columns, types, keys,
+indexes, references). A :class:`Table` ties one of them to the records a sync collects
+(``opcheck.db.data``): which list of ``CatalogData`` fills it and, for a record that groups its
+facts in a nested object (``KernelRec.facts``), where a column's value is found. The DDL
+(:func:`create_statements`) and the insert statement and rows the builder runs
+(:func:`insert_statement`, :func:`insert_rows`) follow from the classes. A snapshot's plain
+file (:data:`FILES`) has a column per field of its record, and ``tests/db/test_schema.py``
+holds every record's fields equal to its table's columns (names, types, nullability; the
+fields that are deliberately no column are listed there). So a new column is a field of the
+table class and of its record, and a new table is one class, its record and one entry in
+``TABLES`` (and in ``FILES`` for its snapshot file).
 """
 
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
 from functools import cache
 from operator import attrgetter
 from typing import Any, Union, get_args, get_origin, get_type_hints
@@ -22,71 +26,53 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.schema import CreateIndex, CreateTable
 
+from opcheck.db import tables as t
 from opcheck.db.data import (
     AclnnCodeRec,
     AclnnConstraintRec,
     AclnnExceptionRec,
     AclnnFunctionRec,
     AclnnParamRec,
+    ApiFacts,
     ApiOpRec,
-    ApiSupportRec,
     CatalogData,
     DeprecationRec,
     GraphConverterRec,
     GraphConverterRow,
     GraphPinRec,
+    KernelFacts,
     KernelPathRuleRec,
-    KernelRec,
     KernelSocCheckRec,
     OpAclnnRec,
     OperatorRec,
     PythonRec,
     ReleaseRec,
     SourceRec,
-    WorkaroundRec,
     ZooRec,
 )
+from opcheck.db.layout import LAYOUT_VERSION, SCHEMA_VERSION
+from opcheck.db.tables import METADATA, CatalogTable
 
-SCHEMA_VERSION = 4  # 2: the aclnn tables (CANN contract) and op_aclnn; 3: graph_converter.rebound
-# 4: release.kernel_source_note
-# What a built file holds beyond the rows (indexes, search tables). Part of the key of the
-# catalog built in the user cache, so a new layout is rebuilt instead of reused.
-LAYOUT_VERSION = 2
+__all__ = ["FILES", "LAYOUT_VERSION", "SCHEMA_VERSION", "TABLES", "File", "Table"]
 
-_SQL_TYPES: dict[type, type[sa.types.TypeEngine[Any]]] = {
-    str: sa.String, int: sa.Integer, bool: sa.Boolean,
-}
-
-
-@dataclass(frozen=True)
-class WorkaroundOpRow:
-    """An op a workaround names (``WorkaroundRec.ops`` as rows)."""
-
-    workaround_id: str
-    op: str
-
-
-@dataclass(frozen=True)
-class MetaRow:
-    key: str
-    value: str = ""
+_SCALARS = (str, int, bool)
 
 
 @dataclass(frozen=True)
 class Column:
     name: str
-    type: type  # str, int or bool
+    type: type  # str, int or bool (a vocabulary word is its str)
     nullable: bool
     path: str  # attribute path in the record: "op", "facts.status"
 
 
 def _scalar(hint: Any) -> tuple[type, bool]:
-    """A field's annotation as (scalar type, nullable)."""
+    """A record field's annotation as (scalar type, nullable)."""
     if get_origin(hint) in (Union, types.UnionType):
         args = [a for a in get_args(hint) if a is not type(None)]
-        if len(args) == 1 and args[0] in _SQL_TYPES:
+        if len(args) == 1 and args[0] in _SCALARS:
             return args[0], True
-    if hint in _SQL_TYPES:
+    if hint in _SCALARS:
         return hint, False
     raise TypeError(f"no column type for {hint!r}")
 
@@ -111,123 +97,120 @@ def record_fields(record: type, skip: Iterable[str] = ()) -> tuple[str, ...]:
     return tuple(f.name for f in fields(record) if f.name not in left_out)
 
 
+def _python_type(col: sa.Column[Any]) -> type:
+    """str, int or bool (a vocabulary word is stored as its str)."""
+    sql_type = col.type
+    if isinstance(sql_type, sa.types.TypeDecorator):  # SQLModel's AutoString, a WordType
+        sql_type = sql_type.impl_instance
+    kind: type = sql_type.python_type
+    if kind not in _SCALARS:
+        raise TypeError(f"no scalar type for column {col.name} ({col.type!r})")
+    return kind
+
+
 @dataclass(frozen=True)
 class Table:
-    name: str
-    record: type
-    records: Callable[[CatalogData], Iterable[Any]]  # this table's records in the facts
-    key: str = "id"  # primary key; "id" when it is no field: an INTEGER key SQLite assigns
-    order: tuple[str, ...] = ()  # attribute paths in column order; default: the record's fields
-    skip: tuple[str, ...] = ()  # record fields that are not columns of this table
-    indexed: tuple[str, ...] = ()  # one index per column, named ix_<table>_<column>
-    references: Mapping[str, str] = field(default_factory=dict)  # column → "table.column"
-    indexes: tuple[tuple[str, tuple[str, ...]], ...] = ()  # named indexes over columns
+    model: type[CatalogTable]  # the SQLModel class: the table
+    records: Callable[[CatalogData], Iterable[Any]]  # its records in the facts
+    # A record that groups facts in a nested object: its attribute and the object's type; the
+    # columns that are fields of that type are read through it (``facts.status``).
+    nested: tuple[str, type] | None = None
+
+    @property
+    def sql(self) -> sa.Table:
+        table: sa.Table = self.model.__table__  # type: ignore[attr-defined]
+        return table
+
+    @property
+    def name(self) -> str:
+        return self.sql.name
+
+    @property
+    def key(self) -> str:
+        """The primary key column."""
+        return str(self.sql.primary_key.columns.values()[0].name)
+
+    @property
+    def surrogate(self) -> bool:
+        """The key is an INTEGER SQLite assigns (``id: int | None = None``), no record field."""
+        field = self.model.model_fields.get(self.key)
+        return field is not None and not field.is_required() and field.default is None
 
     @property
     def columns(self) -> tuple[Column, ...]:
-        """The columns filled from the record, in table order (the surrogate key excluded)."""
-        paths = self.order or record_fields(self.record, self.skip)
-        return tuple(column_of(self.record, p) for p in paths)
+        """The columns filled from the records, in table order (a surrogate key excluded)."""
+        out = []
+        for col in self.sql.columns:
+            if self.surrogate and col.name == self.key:
+                continue
+            path = col.name
+            if self.nested is not None and col.name in record_fields(self.nested[1]):
+                path = f"{self.nested[0]}.{col.name}"
+            out.append(Column(col.name, _python_type(col), bool(col.nullable), path))
+        return tuple(out)
 
 
-_FROM_SOURCE = {"source_id": "source.id"}
+def _meta_rows(d: CatalogData) -> list[t.Meta]:
+    return [t.Meta(key=k, value=v)
+            for k, v in {"schema_version": str(SCHEMA_VERSION), **d.meta}.items()]
 
+
+def _workaround_ops(d: CatalogData) -> list[t.WorkaroundOp]:
+    return [t.WorkaroundOp(workaround_id=w.id, op=op) for w in d.workarounds for op in w.ops]
+
+
+def _graph_converters(d: CatalogData) -> list[GraphConverterRow]:
+    return [r for g in d.graph_converters for r in g.rows()]
+
+
+# One entry per table: its class and the facts that fill it (tables are created in dependency
+# order whatever the order here).
 TABLES: tuple[Table, ...] = (
-    Table("source", SourceRec, lambda d: d.sources, indexed=("scraper",)),
-    Table("release", ReleaseRec, lambda d: d.releases, key="torch_npu",
-          # the kernel provenance is stored per kernel row (npukernel.source_id)
-          skip=("kernel_source_id", "native_source_id"), indexed=("torch", "sort_key"),
-          references=_FROM_SOURCE),
-    Table("operator", OperatorRec, lambda d: d.operators, key="op",
-          indexed=("namespace", "name"), references=_FROM_SOURCE),
-    Table("npukernel", KernelRec, lambda d: d.kernels,
-          order=("op", "release", "facts.op_api", "facts.acl_op", "facts.native", "facts.aclnn",
-                 "facts.status", "source_id"),
-          indexed=("op",),
-          references={"op": "operator.op", "release": "release.torch_npu", **_FROM_SOURCE},
-          # Covering indexes for the browser's facets (status, op_api, acl_op): counted per
-          # release and over the whole table, they are read from an index instead of 105k rows.
-          indexes=(
-              ("ix_npukernel_release_facets", ("release", "status", "op_api", "acl_op")),
-              ("ix_npukernel_status", ("status",)),
-              ("ix_npukernel_op_api", ("op_api",)),
-              ("ix_npukernel_acl_op", ("acl_op",)),
-          )),
-    Table("deprecation", DeprecationRec, lambda d: d.deprecations, indexed=("op",),
-          references=_FROM_SOURCE),
-    Table("pythonsupport", PythonRec, lambda d: d.pythons, indexed=("torch",),
-          references=_FROM_SOURCE),
-    Table("meta", MetaRow, lambda d: [
-        MetaRow(k, v) for k, v in {"schema_version": str(SCHEMA_VERSION), **d.meta}.items()
-    ], key="key"),
-    Table("workaround", WorkaroundRec, lambda d: d.workarounds, skip=("ops",),
-          indexed=("kind",)),
-    Table("workaround_op", WorkaroundOpRow, lambda d: [
-        WorkaroundOpRow(w.id, op) for w in d.workarounds for op in w.ops
-    ], indexed=("workaround_id", "op"), references={"workaround_id": "workaround.id"}),
-    Table("api_support", ApiSupportRec, lambda d: d.api_support,
-          order=("facts.api", "doc_version", "ref", "facts.generation", "facts.feature",
-                 "facts.hardware", "facts.supported", "facts.only_dtypes",
-                 "facts.unsupported_dtypes", "facts.arg_limits", "restriction", "line",
-                 "source_id"),
-          indexed=("api", "doc_version", "hardware"), references=_FROM_SOURCE),
-    Table("api_op", ApiOpRec, lambda d: d.api_ops, indexed=("api", "op")),
-    Table("zoo_result", ZooRec, lambda d: d.zoo, indexed=("model", "torch_npu")),
-    Table("aclnn_code", AclnnCodeRec, lambda d: d.aclnn_codes, indexed=("function", "code"),
-          references=_FROM_SOURCE),
-    Table("aclnn_function", AclnnFunctionRec, lambda d: d.aclnn_functions,
-          indexed=("function", "cann"), references=_FROM_SOURCE),
-    Table("aclnn_param", AclnnParamRec, lambda d: d.aclnn_params, indexed=("function",)),
-    Table("aclnn_exception", AclnnExceptionRec, lambda d: d.aclnn_exceptions,
-          indexed=("function",)),
-    Table("aclnn_constraint", AclnnConstraintRec, lambda d: d.aclnn_constraints,
-          indexed=("path",)),
-    Table("op_aclnn", OpAclnnRec, lambda d: d.op_aclnn, indexed=("op", "aclnn"),
-          references=_FROM_SOURCE),
-    # no reference to release: a catalog built from a subset of the releases keeps every pin
-    Table("graph_pin", GraphPinRec, lambda d: d.graph_pins, key="torch_npu",
-          references={"converters_source_id": "source.id", **_FROM_SOURCE}),
-    Table("graph_converter", GraphConverterRow,
-          lambda d: [r for g in d.graph_converters for r in g.rows()], references=_FROM_SOURCE,
-          # one index for both reads: an op at one commit (a check), an op at every commit
-          indexes=(("ix_graph_converter_op_source", ("op", "source_id")),)),
+    Table(t.Source, lambda d: d.sources),
+    Table(t.Release, lambda d: d.releases),
+    Table(t.Operator, lambda d: d.operators),
+    Table(t.NpuKernel, lambda d: d.kernels, nested=("facts", KernelFacts)),
+    Table(t.Deprecation, lambda d: d.deprecations),
+    Table(t.PythonSupport, lambda d: d.pythons),
+    Table(t.Meta, _meta_rows),
+    Table(t.Workaround, lambda d: d.workarounds),
+    Table(t.WorkaroundOp, _workaround_ops),
+    Table(t.ApiSupport, lambda d: d.api_support, nested=("facts", ApiFacts)),
+    Table(t.ApiOp, lambda d: d.api_ops),
+    Table(t.ZooResult, lambda d: d.zoo),
+    Table(t.AclnnCode, lambda d: d.aclnn_codes),
+    Table(t.AclnnFunction, lambda d: d.aclnn_functions),
+    Table(t.AclnnParam, lambda d: d.aclnn_params),
+    Table(t.AclnnException, lambda d: d.aclnn_exceptions),
+    Table(t.AclnnConstraint, lambda d: d.aclnn_constraints),
+    Table(t.OpAclnn, lambda d: d.op_aclnn),
+    Table(t.GraphPin, lambda d: d.graph_pins),
+    Table(t.GraphConverter, _graph_converters),
     # no reference to release: rules of a tag kept when the catalog has a subset of releases
-    Table("kernel_path_rule", KernelPathRuleRec, lambda d: d.kernel_path_rules,
-          key="torch_npu", references={"codegen_source_id": "source.id", **_FROM_SOURCE}),
-    Table("kernel_soc_check", KernelSocCheckRec, lambda d: d.kernel_soc_checks,
-          indexed=("op",), references=_FROM_SOURCE),
+    Table(t.KernelPathRule, lambda d: d.kernel_path_rules),
+    Table(t.KernelSocCheck, lambda d: d.kernel_soc_checks),
 )
-
-
-def _sql_table(table: Table, metadata: sa.MetaData) -> sa.Table:
-    cols: list[sa.Column[Any]] = []
-    if table.key not in {c.name for c in table.columns}:
-        cols.append(sa.Column(table.key, sa.Integer, primary_key=True))
-    for c in table.columns:
-        ref = table.references.get(c.name)
-        cols.append(sa.Column(
-            c.name, _SQL_TYPES[c.type](), *([sa.ForeignKey(ref)] if ref else []),
-            primary_key=c.name == table.key, nullable=c.nullable, index=c.name in table.indexed,
-        ))
-    return sa.Table(table.name, metadata, *cols,
-                    *(sa.Index(name, *on) for name, on in table.indexes))
-
-
-METADATA = sa.MetaData()
-for _t in TABLES:
-    _sql_table(_t, METADATA)
 
 
 def create_statements() -> tuple[list[str], list[str]]:
     """The DDL: (CREATE TABLE statements in dependency order, CREATE INDEX statements)."""
     dialect = sqlite.dialect()
-    tables = METADATA.sorted_tables
-    creates = [str(CreateTable(t).compile(dialect=dialect)) for t in tables]
+    sql_tables = METADATA.sorted_tables
+    creates = [str(CreateTable(s).compile(dialect=dialect)) for s in sql_tables]
     indexes = [
         str(CreateIndex(i).compile(dialect=dialect))
-        for t in tables for i in sorted(t.indexes, key=lambda i: str(i.name))
+        for s in sql_tables for i in sorted(s.indexes, key=lambda i: str(i.name))
     ]
     return creates, indexes
+
+
+def insert_statement(table: Table) -> str:
+    """The Core ``insert()`` of ``table``'s record columns, compiled for SQLite (positional
+    parameters, run with ``executemany`` on the builder's connection: no per-row binding in
+    Python, so first use stays fast)."""
+    cols = [table.sql.c[c.name] for c in table.columns]
+    stmt = sa.insert(table.sql).values({c: sa.bindparam(c.key) for c in cols})
+    return str(stmt.compile(dialect=sqlite.dialect(paramstyle="qmark")))
 
 
 def insert_rows(table: Table, data: CatalogData) -> tuple[list[str], list[tuple[Any, ...]]]:

@@ -133,7 +133,9 @@ def write_snapshot(data: CatalogData, folder: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _read(folder: Path, name: str, header: list[str]) -> list[dict[str, str]]:
+def _read(folder: Path, name: str, header: list[str]) -> list[list[str]]:
+    """The rows of one file, cells in ``header`` order (lists, not dicts: first use reads
+    ~60k rows)."""
     path = folder / name
     try:
         with path.open(encoding="utf-8", newline="") as fh:
@@ -147,27 +149,30 @@ def _read(folder: Path, name: str, header: list[str]) -> list[dict[str, str]]:
                     raise CatalogError(
                         f"{path}:{lineno}: {len(row)} fields, expected {len(header)}"
                     )
-                out.append(dict(zip(header, row, strict=True)))
+                out.append(row)
             return out
     except OSError as exc:
         raise CatalogError(f"cannot read snapshot file {path}: {exc.strerror}") from None
 
 
 def _read_file(folder: Path, spec: File) -> list[Any]:
-    parsers = [(c.name, _value(c)) for c in spec.columns]
+    names = [c.name for c in spec.columns]
+    parsers = [_value(c) for c in spec.columns]
     return [
-        spec.record(**{name: parse(r[name]) for name, parse in parsers})
+        spec.record(**dict(zip(names, [p(v) for p, v in zip(parsers, r, strict=True)],
+                               strict=True)))
         for r in _read(folder, spec.name, spec.header)
     ]
 
 
 @cache
-def _parsers(cls: type) -> tuple[tuple[str, Callable[[str], Any]], ...]:
-    return tuple((name, _value(column_of(cls, name))) for name in record_fields(cls))
+def _parsers(cls: type) -> tuple[Callable[[str], Any], ...]:
+    return tuple(_value(column_of(cls, name)) for name in record_fields(cls))
 
 
-def _facts(cls: type, row: dict[str, str]) -> Any:
-    return cls(**{name: parse(row[name]) for name, parse in _parsers(cls)})
+def _facts(cls: type, cells: Sequence[str]) -> Any:
+    """A facts record from its cells in field order."""
+    return cls(*[parse(v) for parse, v in zip(_parsers(cls), cells, strict=True)])
 
 
 def read_snapshot(folder: Path) -> CatalogData:
@@ -181,23 +186,24 @@ def read_snapshot(folder: Path) -> CatalogData:
             rel.torch_npu: (rel.kernel_source_id, rel.native_source_id) for rel in data.releases
         }
         for r in _read(folder, "kernels.tsv", _KERNEL_COLS):
-            facts: KernelFacts = _facts(KernelFacts, r)
+            op = r[0]
+            facts: KernelFacts = _facts(KernelFacts, r[1:-1])
             only_native = facts.native and not (facts.op_api or facts.acl_op)
-            for rel_name in r["releases"].split(","):
+            for rel_name in r[-1].split(","):
                 if rel_name not in release_source:
                     raise CatalogError(f"{folder / 'kernels.tsv'}: unknown release {rel_name!r}")
                 kernel_sid, native_sid = release_source[rel_name]
                 sid = native_sid if only_native and native_sid else kernel_sid
-                data.kernels.append(KernelRec(r["op"], rel_name, facts, sid))
+                data.kernels.append(KernelRec(op, rel_name, facts, sid))
         refs = {s.id: s.ref for s in data.sources}
         for r in _read(folder, "api_support.tsv", _API_COLS):
-            api_facts: ApiFacts = _facts(ApiFacts, r)
-            for token in r["docs"].split(","):
+            api_facts: ApiFacts = _facts(ApiFacts, r[:-1])
+            for token in r[-1].split(","):
                 sid_text, line, doc_version = token.split(":", 2)
                 sid = int(sid_text) if sid_text else None
                 data.api_support.append(ApiSupportRec(
                     api_facts, doc_version, refs.get(sid, "") if sid else "", "", int(line), sid))
-        data.meta = {r["key"]: r["value"] for r in _read(folder, "meta.tsv", _META_COLS)}
+        data.meta = {k: v for k, v in _read(folder, "meta.tsv", _META_COLS)}
     except (KeyError, ValueError, TypeError) as exc:
         raise CatalogError(f"snapshot in {folder} is malformed: {exc}") from None
     data.meta.pop("snapshot_format", None)

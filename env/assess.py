@@ -30,23 +30,23 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from opcheck.checker.target import same_cann
-from opcheck.core.versions import release_key, torch_minor
+from opcheck.core.versions import cann_key, compare_cann, release_key, same_cann, torch_minor
+from opcheck.core.vocab import EnvStatus
 from opcheck.db.catalog import Catalog, ReleaseInfo
 from opcheck.env.probe import Found, Inventory, set_env_script
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "mismatch", "warning", "absent")
+STATUSES = tuple(s.value for s in EnvStatus)
 
 
 @dataclass(frozen=True)
 class Finding:
     check: str  # python | torch | torch_npu | cann | driver | firmware | npu | files
-    status: str  # one of STATUSES
+    status: EnvStatus
     message: str
 
     def to_json(self) -> dict[str, str]:
-        return {"check": self.check, "status": self.status, "message": self.message}
+        return {"check": self.check, "status": self.status.value, "message": self.message}
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class Assessment:
 
     @property
     def consistent(self) -> bool:
-        return not any(f.status == "mismatch" for f in self.findings)
+        return not any(f.status is EnvStatus.MISMATCH for f in self.findings)
 
     def to_json(self) -> dict[str, Any]:
         r = self.release
@@ -116,12 +116,11 @@ def same_torch(installed: str, wanted: str) -> bool:
 def _cann_pairing(cat: Catalog, release: ReleaseInfo, installed: str, where: str) -> Finding:
     """The installed CANN against the one the installed torch_npu pairs with: which is older,
     whether the pairing is only inferred, and the releases that do pair with what is installed."""
-    from opcheck.checker.target import cann_key, compare_cann
 
     inferred = (f", inferred from train {release.train}: no table names it"
                 if release.cann_inferred else "")
     if same_cann(installed, release.cann):
-        return Finding("cann", "ok", f"{where} pairs with torch_npu {release.torch_npu}{inferred}")
+        return Finding("cann", EnvStatus.OK, f"{where} pairs with torch_npu {release.torch_npu}{inferred}")
     pairs = f"torch_npu {release.torch_npu} pairs with CANN {release.cann} (train {release.train}"
     try:
         have, want = cann_key(installed), cann_key(release.cann)
@@ -130,7 +129,7 @@ def _cann_pairing(cat: Catalog, release: ReleaseInfo, installed: str, where: str
     if have and have[:3] == want[:3]:
         # 8.2.RC1.alpha002 or 8.2.RC1.1 for 8.2.RC1: a build of the right version
         kind = "pre-release build" if have[3:] < want[3:] else "patch"
-        return Finding("cann", "warning", f"{pairs}{inferred}), installed is {where}: a "
+        return Finding("cann", EnvStatus.WARNING, f"{pairs}{inferred}), installed is {where}: a "
                                           f"{kind} of CANN {release.cann}")
     how = compare_cann(installed, release.cann)
     same_line = [r.torch_npu for r in cat.releases
@@ -138,7 +137,7 @@ def _cann_pairing(cat: Catalog, release: ReleaseInfo, installed: str, where: str
     hint = (f"; torch_npu for CANN {installed} on this torch line: {', '.join(same_line[-3:])}"
             if same_line else "")
     older = f" ({how} than {release.cann})" if how in ("older", "newer") else ""
-    return Finding("cann", "mismatch", f"{pairs}{inferred}), installed is {where}{older}{hint}")
+    return Finding("cann", EnvStatus.MISMATCH, f"{pairs}{inferred}), installed is {where}{older}{hint}")
 
 
 def _same_minor(a: str, b: str) -> bool:
@@ -216,7 +215,7 @@ def recommend(inv: Inventory, cat: Catalog, release: ReleaseInfo | None,
     if not cat.releases:
         return Recommendation(False, "the catalog has no release matrix")
     complete = inv.torch is not None and inv.torch_npu is not None and inv.cann is not None
-    if release is not None and complete and not any(f.status == "mismatch" for f in findings):
+    if release is not None and complete and not any(f.status is EnvStatus.MISMATCH for f in findings):
         return Recommendation(False, "the installed combination is in the release matrix",
                               (Combination(release, ("torch_npu", "torch", "cann"), ()),))
     py = inv.python_minor
@@ -270,120 +269,120 @@ def assess(inv: Inventory, cat: Catalog) -> Assessment:
 
     # torch_npu and what it pairs with
     if inv.torch_npu is None:
-        add(Finding("torch_npu", "absent", "torch_npu is not installed"))
+        add(Finding("torch_npu", EnvStatus.ABSENT, "torch_npu is not installed"))
     elif release is None:
-        add(Finding("torch_npu", "warning",
+        add(Finding("torch_npu", EnvStatus.WARNING,
                     f"torch_npu {inv.torch_npu.version} is not in the release matrix "
                     "(a source build, or a catalog older than the release): cannot check pairings"))
     else:
-        add(Finding("torch_npu", "ok",
+        add(Finding("torch_npu", EnvStatus.OK,
                     f"torch_npu {inv.torch_npu.version} is in the release matrix (train "
                     f"{release.train or '?'}: torch {release.torch}, CANN {release.cann or '?'})"))
 
     if inv.torch is None:
-        status = "mismatch" if inv.torch_npu is not None else "absent"
+        status = EnvStatus.MISMATCH if inv.torch_npu is not None else EnvStatus.ABSENT
         add(Finding("torch", status, "torch is not installed"
                     + (f" (torch_npu {release.torch_npu} needs torch {release.torch})"
                        if release is not None else "")))
     elif release is not None:
         if same_torch(inv.torch.version, release.torch):
-            add(Finding("torch", "ok", f"torch {inv.torch.version} is the torch torch_npu "
+            add(Finding("torch", EnvStatus.OK, f"torch {inv.torch.version} is the torch torch_npu "
                                        f"{release.torch_npu} is built for"))
         else:
-            add(Finding("torch", "mismatch",
+            add(Finding("torch", EnvStatus.MISMATCH,
                         f"torch_npu {release.torch_npu} is built for torch {release.torch}, "
                         f"installed torch is {inv.torch.version}"))
     else:
         exact = [r for r in cat.releases if same_torch(inv.torch.version, r.torch)]
         if exact:
-            add(Finding("torch", "ok", f"torch {inv.torch.version} has torch_npu releases "
+            add(Finding("torch", EnvStatus.OK, f"torch {inv.torch.version} has torch_npu releases "
                                        f"(newest {exact[-1].torch_npu})"))
         else:
             near = [r for r in cat.releases if _same_minor(inv.torch.version, r.torch)]
             hint = f" (same minor: torch {near[-1].torch} → torch_npu {near[-1].torch_npu})" if near else ""
-            add(Finding("torch", "warning",
+            add(Finding("torch", EnvStatus.WARNING,
                         f"no torch_npu release in the matrix is built for torch "
                         f"{inv.torch.version}{hint}"))
 
     # CANN
     for var, value in inv.stale_env:
-        add(Finding("cann", "warning", f"{var}={value} does not exist (stale set_env.sh?)"))
+        add(Finding("cann", EnvStatus.WARNING, f"{var}={value} does not exist (stale set_env.sh?)"))
     env_roots = {c.root for c in inv.cann_installs if c.origin != "default"}
     if len(env_roots) > 1:
-        add(Finding("cann", "warning", "ASCEND_* variables point at different CANN installs: "
+        add(Finding("cann", EnvStatus.WARNING, "ASCEND_* variables point at different CANN installs: "
                     + ", ".join(sorted(env_roots)) + " (set_env.sh of two versions sourced?)"))
     if cann is None:
         looked = ", ".join(inv.searched[:4]) + (" ..." if len(inv.searched) > 4 else "")
         need = (f"torch_npu {release.torch_npu} needs CANN {release.cann}; "
                 if release is not None and release.cann else "")
-        add(Finding("cann", "absent", f"{need}no CANN install found (looked in {looked})"))
+        add(Finding("cann", EnvStatus.ABSENT, f"{need}no CANN install found (looked in {looked})"))
     else:
         where = f"CANN {cann.version} ({cann.kind}, {cann.root})"
         known = {r.cann.upper() for r in cat.releases if r.cann}
         if release is not None and release.cann:
             add(_cann_pairing(cat, release, cann.version, where))
         elif release is not None:
-            add(Finding("cann", "warning", f"{where}: the matrix names no CANN version for "
+            add(Finding("cann", EnvStatus.WARNING, f"{where}: the matrix names no CANN version for "
                                            f"torch_npu {release.torch_npu}"))
         elif not any(same_cann(cann.version, k) for k in known):
-            add(Finding("cann", "warning", f"{where} is not in the release matrix"))
+            add(Finding("cann", EnvStatus.WARNING, f"{where} is not in the release matrix"))
         else:
-            add(Finding("cann", "ok", f"{where} is in the release matrix"))
+            add(Finding("cann", EnvStatus.OK, f"{where} is in the release matrix"))
         if cann.origin == "default" and not any(
                 v in inv.environment for v in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")):
-            add(Finding("cann", "warning",
+            add(Finding("cann", EnvStatus.WARNING,
                         f"CANN is installed but set_env.sh is not sourced in this shell "
                         f"(ASCEND_HOME_PATH unset): source {set_env_script(Path(cann.root))}"))
         others = sorted({c.version for c in inv.cann_installs
                          if not same_cann(c.version, cann.version)})
         if others:
-            add(Finding("cann", "ok", f"other CANN versions installed: {', '.join(others)} "
+            add(Finding("cann", EnvStatus.OK, f"other CANN versions installed: {', '.join(others)} "
                                       f"(the active one is {cann.version})"))
 
     # Python
     if release is not None:
         sup = _supports_python(release, py)
         if sup is None:
-            add(Finding("python", "warning", f"the matrix lists no Python versions for "
+            add(Finding("python", EnvStatus.WARNING, f"the matrix lists no Python versions for "
                                              f"torch_npu {release.torch_npu}"))
         elif sup:
-            add(Finding("python", "ok", f"Python {py} is supported by torch_npu {release.torch_npu}"))
+            add(Finding("python", EnvStatus.OK, f"Python {py} is supported by torch_npu {release.torch_npu}"))
         else:
-            add(Finding("python", "mismatch",
+            add(Finding("python", EnvStatus.MISMATCH,
                         f"torch_npu {release.torch_npu} supports Python "
                         f"{', '.join(_pythons(release))}; this is Python {py}"))
 
     # Driver, firmware, devices: not in the release matrix, so reported, not paired.
     smi = inv.npu_smi
     if smi is not None and smi.error:
-        add(Finding("npu", "warning", f"npu-smi info failed ({smi.error})"))
+        add(Finding("npu", EnvStatus.WARNING, f"npu-smi info failed ({smi.error})"))
     if inv.driver is None:
-        add(Finding("driver", "absent",
+        add(Finding("driver", EnvStatus.ABSENT,
                     "no NPU driver (no npu-smi, no driver/version.info): no NPU on this machine"))
     else:
-        add(Finding("driver", "ok", f"driver {inv.driver.version} (from {inv.driver.source})"))
+        add(Finding("driver", EnvStatus.OK, f"driver {inv.driver.version} (from {inv.driver.source})"))
         fd = inv.driver_file
         if fd is not None and fd.version.lower() != inv.driver.version.lower():
-            add(Finding("driver", "warning",
+            add(Finding("driver", EnvStatus.WARNING,
                         f"loaded driver is {inv.driver.version} but {fd.source} says "
                         f"{fd.version} (reboot pending after a driver upgrade?)"))
     if inv.firmware is None:
-        add(Finding("firmware", "absent", "no NPU firmware version file"))
+        add(Finding("firmware", EnvStatus.ABSENT, "no NPU firmware version file"))
     else:
-        add(Finding("firmware", "ok", f"firmware {inv.firmware.version} (from {inv.firmware.source})"))
+        add(Finding("firmware", EnvStatus.OK, f"firmware {inv.firmware.version} (from {inv.firmware.source})"))
     if smi is not None and smi.chips:
         counts: dict[str, int] = {}
         for c in smi.chips:
             counts[c] = counts.get(c, 0) + 1
-        add(Finding("npu", "ok", f"{len(smi.chips)} NPU(s): "
+        add(Finding("npu", EnvStatus.OK, f"{len(smi.chips)} NPU(s): "
                     + ", ".join(f"{n} × {c}" for c, n in counts.items())))
     elif inv.devices:
-        add(Finding("npu", "ok", f"{len(inv.devices)} device node(s) /dev/davinci*"))
+        add(Finding("npu", EnvStatus.OK, f"{len(inv.devices)} device node(s) /dev/davinci*"))
     elif smi is None or not smi.error:
-        add(Finding("npu", "absent", "no NPU found (no npu-smi chips, no /dev/davinci*)"))
+        add(Finding("npu", EnvStatus.ABSENT, "no NPU found (no npu-smi chips, no /dev/davinci*)"))
 
     for p in inv.problems:
-        add(Finding("files", "warning", p))
+        add(Finding("files", EnvStatus.WARNING, p))
 
     findings = tuple(f)
     return Assessment(inv, release, findings, recommend(inv, cat, release, findings))

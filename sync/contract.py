@@ -21,7 +21,7 @@ from typing import Generic, TypeVar
 from packaging.version import Version
 
 from opcheck.core.errors import OpcheckError
-from opcheck.core.versions import release_key, torch_minor
+from opcheck.core.versions import doc_cann_key, release_key, torch_minor
 from opcheck.db.contract import HEAD
 from opcheck.db.data import (
     AclnnConstraintRec,
@@ -48,11 +48,8 @@ def cann_of_ref(ref: str) -> str:
     return HEAD
 
 
-def cann_order(version: str) -> tuple[int, ...]:
-    """Documented CANN versions in order; ``head`` after every tag."""
-    if version == HEAD:
-        return (10**6,)
-    return tuple(int(x) for x in version.split(".") if x.isdigit())
+# Documented CANN versions in order, ``head`` after every tag: the one CANN order.
+cann_order = doc_cann_key
 
 
 K = TypeVar("K")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from opcheck.checker.history import HistoryFacts
+from opcheck.db import reads
 from opcheck.db.catalog import Catalog, ReleaseInfo
 
 
@@ -32,19 +32,10 @@ class ServeState:
     def has_api_docs(self) -> bool:
         return self.facts.has_api_docs
 
-    def connect(self) -> sqlite3.Connection:
-        return read_only(self.path)
-
     @property
     def usable_releases(self) -> list[ReleaseInfo]:
         """Releases with a kernel list, newest first (what the op-list page offers)."""
         return [r for r in reversed(self.catalog.releases) if r.has_kernels]
-
-
-def read_only(path: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    conn.row_factory = sqlite3.Row
-    return conn
 
 
 @lru_cache(maxsize=4)
@@ -54,16 +45,9 @@ def state_for(path: str) -> ServeState:
 
     cat = Catalog.load(make_engine(Path(path)))
     facts = HistoryFacts.load(cat, workaround_lookup(cat))
-    conn = read_only(path)
-    try:
-        sources = {r["id"]: {k: str(v or "") for k, v in dict(r).items()}
-                   for r in conn.execute("SELECT * FROM source")}
-        workarounds = {str(r["id"]): {k: str(v or "") for k, v in dict(r).items()}
-                       for r in conn.execute("SELECT * FROM workaround ORDER BY id")}
-        products: list[str] = []
-        if facts.has_api_docs:
-            products = [r[0] for r in conn.execute(
-                "SELECT DISTINCT hardware FROM api_support WHERE hardware != '' ORDER BY 1")]
-    finally:
-        conn.close()
+    sources = {s.id: {k: str(v or "") for k, v in s.model_dump().items()}
+               for s in reads.sources(cat.engine)}
+    workarounds = {w.id: {k: str(v or "") for k, v in w.model_dump().items()}
+                   for w in reads.workarounds(cat.engine)}
+    products = reads.api_products(cat.engine) if facts.has_api_docs else []
     return ServeState(path, facts, sources, workarounds, products)

@@ -16,18 +16,14 @@ if TYPE_CHECKING:
 
 _LOC = re.compile(r"^(?P<file>.+?):(?P<line>\d+)$")
 RESTRICTED = "restricted"
-# Rule texts in the order dashboards list them; a problem status without one here gets a rule
-# from its label.
-_RULES = {
-    Status.UNSUPPORTED: "Op has no NPU kernel and cannot run on this release",
-    Status.CPU_FALLBACK: "Op falls back to the CPU (host-device copies on every call)",
-    Status.UNKNOWN: "Op is not in the catalog",
-}
+# The order dashboards list the rules in (texts: ``Status.rule``); a problem status not named
+# here comes after these.
+_FIRST = (Status.UNSUPPORTED, Status.CPU_FALLBACK, Status.UNKNOWN)
 
 
 def rules() -> dict[str, str]:
-    out = {str(s): text for s, text in _RULES.items()}
-    out.update({str(s): f"Op status: {s.label}" for s in Status if s.is_problem and s not in _RULES})
+    out = {str(s): s.rule for s in _FIRST}
+    out.update({str(s): s.rule for s in Status if s.is_problem and s not in _FIRST})
     out[RESTRICTED] = "A dtype seen in the trace is outside the op's documented restriction"
     return out
 

@@ -41,10 +41,8 @@ def md_escape(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-# The short words of the --all-releases matrix cells (a status name is too wide for a grid of
-# release groups); a status missing here is shown by its value.
-MATRIX_CELL = {Status.NPU: "npu", Status.COMPOSITE: "comp", Status.CPU_FALLBACK: "cpu",
-               Status.UNSUPPORTED: "NO", Status.UNKNOWN: "?"}
+# The short words of the --all-releases matrix cells (``Status.cell``).
+MATRIX_CELL = {s: s.cell for s in Status}
 NOT_RECEIVED = "–"  # the release does not receive the op (a composite op whole or decomposed)
 
 

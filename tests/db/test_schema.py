@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 import pytest
 from catalog_fixture import small_catalog
+from sqlalchemy import select
 from testpaths import ROOT
 
+from opcheck.core.vocab import KernelSource, Registration
 from opcheck.db.build import write_catalog
 from opcheck.db.catalog import Catalog, ReleaseInfo
 from opcheck.db.data import (
@@ -32,8 +34,9 @@ from opcheck.db.data import (
     ZooRec,
 )
 from opcheck.db.engine import Contributions, make_engine, open_catalog, resolve_catalog_path
-from opcheck.db.schema import FILES, TABLES
+from opcheck.db.schema import FILES, TABLES, column_of, record_fields
 from opcheck.db.snapshot import read_snapshot, write_snapshot
+from opcheck.db.tables import NpuKernel
 
 SNAPSHOT = ROOT / "data" / "snapshot"
 
@@ -69,6 +72,14 @@ def test_every_fact_list_is_stored() -> None:
 
 def _only(name: str) -> CatalogData:
     """The small catalog with every fact list but ``name`` emptied."""
+    full = _full()
+    data = CatalogData()
+    if name:
+        setattr(data, name, getattr(full, name))
+    return data
+
+
+def _full() -> CatalogData:
     full = small_catalog()
     full.workarounds = [WorkaroundRec("w", "a workaround", "rewrite", ops=("aten::relu",))]
     full.meta = {"built_by": "test"}
@@ -92,9 +103,41 @@ def _only(name: str) -> CatalogData:
                                                 jit_condition="soc>=Ascend910B1", jit_line=60)]
     full.kernel_soc_checks = [KernelSocCheckRec("aten::_foreach_sqrt", "_foreach_sqrt", "",
                                                 "at::native::foreach_tensor_sqrt_slow")]
-    data = CatalogData()
-    setattr(data, name, getattr(full, name))
-    return data
+    return full
+
+
+# Record fields that are deliberately no column of the record's table.
+_NOT_COLUMNS = {
+    "release": {"kernel_source_id", "native_source_id"},  # per kernel row (npukernel.source_id)
+    "workaround": {"ops"},  # the workaround_op table
+    "npukernel": {"facts"}, "api_support": {"facts"},  # nested: their fields are the columns
+}
+
+
+def test_records_carry_the_columns_of_their_tables() -> None:
+    """The SQLModel class is the table; the record a sync collects must have each column,
+    with the same type and nullability, and no field that silently goes nowhere."""
+    full = _full()  # every fact list filled
+    for t in TABLES:
+        records = list(t.records(full))
+        assert records, t.name
+        record = type(records[0])
+        for c in t.columns:
+            got = column_of(record, c.path)
+            assert (got.type, got.nullable) == (c.type, c.nullable), (t.name, c.name)
+        if is_dataclass(record):
+            cols = {c.path.split(".")[0] for c in t.columns}
+            extra = set(record_fields(record)) - cols - _NOT_COLUMNS.get(t.name, set())
+            assert not extra, (t.name, extra)
+
+
+def test_vocabulary_columns_store_the_words_value(small_catalog_path: Path) -> None:
+    conn = sqlite3.connect(small_catalog_path)
+    stored = {r[0] for r in conn.execute("SELECT DISTINCT kernel_source FROM release")}
+    assert stored <= {k.value for k in KernelSource} and "none" in stored
+    with make_engine(small_catalog_path).connect() as sa_conn:
+        rows = sa_conn.execute(select(NpuKernel.status).distinct()).scalars().all()
+    assert rows and all(isinstance(r, Registration) for r in rows)
 
 
 def test_read_models_are_columns_of_their_tables() -> None:

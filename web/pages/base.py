@@ -13,12 +13,6 @@ from opcheck.web.state import ServeState, state_for
 
 View = Callable[[Any, Any], Awaitable[Any]]  # (datasette, request) → Response
 
-# Background of a status badge; a status missing here (a new one) is shown in neutral grey.
-STATUS_BACKGROUND = {
-    Status.NPU: "#d4f4d4", Status.COMPOSITE: "#e0ecff", Status.CPU_FALLBACK: "#ffe9b3",
-    Status.UNSUPPORTED: "#ffc8c8",
-}
-NEUTRAL = "#e6e6e6"
 
 
 @dataclass(frozen=True)
@@ -41,7 +35,7 @@ class Page:
 @functools.cache
 def status_css() -> str:
     """The badge rules for every status, from the vocabulary (templates name none)."""
-    return " ".join(f".st-{s.value} {{ background: {STATUS_BACKGROUND.get(s, NEUTRAL)}; }}"
+    return " ".join(f".st-{s.value} {{ background: {s.background}; }}"
                     for s in Status)
 
 
@@ -115,6 +109,7 @@ def template_helpers(datasette: Any) -> dict[str, Any]:
 
     return {
         "status_class": lambda s: f"st-{s}",
+        "statuses": tuple(Status),  # the legend's words, from the vocabulary
         "status_css": Markup(status_css()),
         "op_url": lambda o: op_url(datasette, o),
         "row_url": lambda t, pk: datasette.urls.row(DB_NAME, t, tilde_encode(str(pk))),

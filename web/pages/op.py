@@ -11,6 +11,7 @@ from opcheck.checker.history import ApiMatrix, OpHistory, describe_op, release_r
 from opcheck.checker.resolve import Resolution
 from opcheck.core.errors import OpcheckError
 from opcheck.core.vocab import KernelSource, Status
+from opcheck.db import reads
 from opcheck.db.catalog import ReleaseInfo
 from opcheck.web.pages.base import Page, plain_template, serve_state, template_helpers
 from opcheck.web.state import ServeState
@@ -179,15 +180,11 @@ def op_page(state: ServeState, op: str) -> OpPage:
         page = OpPage(describe_op(state.facts, name), read_as=f"{match.describe()}: {name}")
         if not page.known:
             return page
-    conn = state.connect()
-    try:
-        row = conn.execute("SELECT source_id FROM operator WHERE op = ?", (name,)).fetchone()
-        ksrc = {rel: sid for rel, sid in conn.execute(
-            "SELECT release, source_id FROM npukernel WHERE op = ?", (name,))}
-    finally:
-        conn.close()
-    if row and row[0] is not None:
-        page.operator_source = state.sources.get(row[0])
+    engine = state.facts.cat.engine
+    op_sid = reads.operator_source_id(engine, name)
+    ksrc = reads.kernel_source_ids(engine, name)
+    if op_sid is not None:
+        page.operator_source = state.sources.get(op_sid)
     by_line: dict[str, list[TimelineRow]] = {}
     for h in page.history.rows:
         if h.resolution is None:
