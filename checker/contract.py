@@ -33,10 +33,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from opcheck.checker.check import Restriction, RestrictionLookup
-from opcheck.checker.target import cann_key as target_cann_key
 from opcheck.core.oplist import OpUse, Signature
 from opcheck.core.products import ALIASES, canonical_alias
-from opcheck.core.versions import release_key, torch_minor
+from opcheck.core.versions import doc_cann_key, release_key, torch_minor
 from opcheck.db import contract as db
 from opcheck.db.catalog import Catalog, ReleaseInfo
 from opcheck.db.contract import HEAD, FunctionDoc, OpLink
@@ -65,15 +64,8 @@ def cann_dtype(traced: str) -> str:
     return _CANN_DTYPES.get(traced.removeprefix("torch."), "")
 
 
-def cann_key(version: str) -> tuple[tuple[int, int], ...]:
-    """The order of :func:`opcheck.checker.target.cann_key`, with ``head`` (a library
-    documented at a commit) after every release; () for text that is no CANN version."""
-    if version == HEAD:
-        return ((4, 0),)
-    try:
-        return target_cann_key(version)
-    except ValueError:
-        return ()
+# CANN versions in order, ``head`` (a library documented at a commit) after every release.
+cann_key = doc_cann_key
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import typer
 
 from opcheck.checker.formats import REPORT_FORMATS
 from opcheck.cli.common import CatalogOpt, QuietOpt, handle_errors
+from opcheck.core.products import HARDWARE_HELP
 from opcheck.core.vocab import FailOn
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ CannOpt = Annotated[str | None, typer.Option(
     "--cann", help="Target CANN version, e.g. 8.3.RC1", show_default=False)]
 TorchOpt = Annotated[str | None, typer.Option(
     "--torch", help="Target torch version line, e.g. 2.6", show_default=False)]
-HardwareOpt = Annotated[str | None, typer.Option("--hardware", help="Target product: 910A, 910B (A2), 910C (A3), 310P, 310B, 950; default: every product the docs name", show_default=False)]
+HardwareOpt = Annotated[str | None, typer.Option("--hardware", help=HARDWARE_HELP, show_default=False)]
 JitCompileOpt = Annotated[str | None, typer.Option("--jit-compile", help="on | off: torch.npu.set_compile_mode(jit_compile=...) (ops with both kernels run aclnn only with it off); default: torch_npu's default on the product", show_default=False)]
 InternalFormatOpt = Annotated[str | None, typer.Option("--internal-format", help="on | off: inputs in an internal format such as NZ (ops with both kernels then run acl_op); default: off (base format assumed)", show_default=False)]
 NoCpuFallbackOpt = Annotated[bool, typer.Option(
@@ -127,9 +128,9 @@ def _input(
                       static=static, fast=fast, timeout=timeout, memory_mb=memory_mb)
 
 
-def _usecase(catalog: Path | None, quiet: bool) -> CheckUseCase:
-    """The check use case on the command's catalog, with the contributed workarounds and the
-    terminal's progress display."""
+def _usecase(catalog: Path | None, quiet: bool, hardware: str | None = None) -> CheckUseCase:
+    """The check use case on the command's catalog, with the contributed workarounds (those
+    that cover ``hardware`` when a product is named) and the terminal's progress display."""
     from opcheck.checker.usecase import CheckUseCase
     from opcheck.cli.common import open_catalog
     from opcheck.cli.render import progress
@@ -137,7 +138,7 @@ def _usecase(catalog: Path | None, quiet: bool) -> CheckUseCase:
     from opcheck.db.catalog import Catalog
 
     cat = Catalog.load(open_catalog(catalog))
-    return CheckUseCase(cat, workarounds=workaround_lookup(cat),
+    return CheckUseCase(cat, workarounds=workaround_lookup(cat, hardware),
                         progress=lambda what: progress(what, quiet=quiet))
 
 
@@ -211,7 +212,7 @@ def check(
             from opcheck.checker.usecase import tracer_ahead
 
             with tracer_ahead(request.input):  # the sandbox starts while the catalog loads
-                result = _usecase(catalog, quiet).run(request)
+                result = _usecase(catalog, quiet, request.hardware).run(request)
             code = result.exit_code  # decided before writing: a reader that leaves keeps it
             _emit(result.report, fmt, output, all_ops=all_ops)
     raise typer.Exit(code)
@@ -246,7 +247,7 @@ def _check_several(models: list[str], inputs: list[CheckInput], request: CheckRe
     outcomes: list[several.Outcome] = []
     code = 0
     with tracer_ahead(*inputs):  # imports torch while the catalog loads
-        usecase = _usecase(catalog, quiet)
+        usecase = _usecase(catalog, quiet, request.hardware)
         target = usecase.target(request)
         for m, one in zip(models, inputs, strict=True):
             try:

@@ -105,7 +105,7 @@ def run(
             allow_incomplete=partial,
             baseline=load_baseline(baseline) if baseline is not None else None)
         with tracer_ahead(request.input):  # the sandbox starts while the catalog loads
-            result = _usecase(catalog, quiet=True).run(request)
+            result = _usecase(catalog, quiet=True, hardware=request.hardware).run(request)
         code = result.exit_code
         _emit(result.report, fmt, output, all_ops=all_ops)
         if result.input_problem:
