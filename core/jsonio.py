@@ -1,14 +1,13 @@
 """Reading JSON that users hand over (op lists, reports, baselines): numbers within bounds.
 
-The standard parser turns a 5,000-digit integer into a ``ValueError`` of its own and ``1e400``
-into ``inf``; neither is a count, a shape or a dtype. Every number is checked as it is parsed,
-so a document is either sane data or one :class:`JsonInputError` naming what was wrong.
+The standard parser turns a 5,000-digit integer into a ``ValueError`` of its own (and spends
+quadratic time on the digits first). Every integer is checked as it is parsed, so a document is
+either sane data or one :class:`JsonInputError` naming what was wrong.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from json.scanner import py_make_scanner  # type: ignore[attr-defined]
 from typing import Any
 
@@ -29,21 +28,12 @@ def _int(text: str) -> int:
     return int(text)
 
 
-def _float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise JsonInputError(f"the number {text[:40]} is not finite")
-    return value
-
-
-def _constant(name: str) -> float:
-    raise JsonInputError(f"{name} is not a number JSON allows")
-
-
 def loads(text: str | bytes, *, yielding: bool = False) -> Any:
     """``json.loads`` with bounded numbers. ``yielding``: build objects and arrays in Python
     (slower, but a server's event loop gets turns between them; see web/pages/check.py)."""
-    decoder = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_constant)
+    # Floats stay as Python reads them: op lists carry -Infinity and NaN as argument values
+    # (masked_fill(-inf)), and where a count or shape must be an integer the reader says so.
+    decoder = json.JSONDecoder(parse_int=_int)
     if yielding:
         decoder.scan_once = py_make_scanner(decoder)  # type: ignore[attr-defined]
     try:
