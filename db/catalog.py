@@ -211,11 +211,19 @@ class Catalog:
         for rel in [release] if release is not None else [r.torch_npu for r in self.releases]:
             self._known.setdefault(rel, set()).update(wanted)
 
-    def registered_ops(self) -> set[str]:
+    def registered_ops(self, *, except_source: str | None = None) -> set[str]:
         """Every op torch_npu registers in some release, with any status (one query:
-        ``kernels()`` per release would load every release's rows)."""
+        ``kernels()`` per release would load every release's rows); ``except_source``: not
+        counting releases whose kernel facts come from that source."""
         with self.engine.connect() as conn:
-            return {str(r[0]) for r in conn.execute(text("SELECT DISTINCT op FROM npukernel"))}
+            if except_source is None:
+                rows = conn.execute(text("SELECT DISTINCT op FROM npukernel"))
+            else:
+                rows = conn.execute(text(
+                    "SELECT DISTINCT k.op FROM npukernel k JOIN release r "
+                    "ON r.torch_npu = k.release WHERE r.kernel_source != :src"),
+                    {"src": except_source})
+            return {str(r[0]) for r in rows}
 
     def kernel_releases(self, ops: Iterable[str]) -> dict[str, list[str]]:
         """For each op, the releases (oldest first) in which it has an NPU kernel."""
