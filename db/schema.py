@@ -32,11 +32,13 @@ from opcheck.db.data import (
     ApiSupportRec,
     CatalogData,
     DeprecationRec,
+    EngineSiteRec,
     GraphConverterRec,
     GraphConverterRow,
     GraphPinRec,
     KernelRec,
     OpAclnnRec,
+    OpBinaryRec,
     OperatorRec,
     PythonRec,
     ReleaseRec,
@@ -188,6 +190,10 @@ TABLES: tuple[Table, ...] = (
           lambda d: [r for g in d.graph_converters for r in g.rows()], references=_FROM_SOURCE,
           # one index for both reads: an op at one commit (a check), an op at every commit
           indexes=(("ix_graph_converter_op_source", ("op", "source_id")),)),
+    Table("engine_site", EngineSiteRec, lambda d: d.engine_sites,
+          indexed=("aclnn", "op_type", "engine"), references=_FROM_SOURCE),
+    Table("op_binary", OpBinaryRec, lambda d: d.op_binaries, indexed=("op_type", "soc"),
+          references=_FROM_SOURCE),
 )
 
 
@@ -284,4 +290,7 @@ FILES: tuple[File, ...] = (
     # optional: a snapshot written before graph mode still reads (graph status unknown)
     File("graph_pins.tsv", GraphPinRec, "graph_pins", optional=True),
     File("graph_converters.tsv", GraphConverterRec, "graph_converters", optional=True),
+    # optional: a snapshot written before the engine facts still reads (engine unknown)
+    File("engine_sites.tsv", EngineSiteRec, "engine_sites", optional=True),
+    File("op_binaries.tsv", OpBinaryRec, "op_binaries", optional=True),
 )
