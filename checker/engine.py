@@ -27,11 +27,19 @@ version and say so (``basis``), as the aclnn contract does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opcheck.checker.check import Restriction
+from opcheck.checker.contract import _link_source, _links_for, cann_key
 from opcheck.core.oplist import OpUse, Signature
+from opcheck.core.products import canonical_alias
+from opcheck.db import cann_engine as db
+from opcheck.db import contract as db_contract
+from opcheck.db.catalog import Catalog, ReleaseInfo
+from opcheck.db.contract import HEAD
+from opcheck.scrapers.cann_binaries import SOC_950
 from opcheck.scrapers.cann_engine import (
     Call,
     DtypeEq,
@@ -43,6 +51,7 @@ from opcheck.scrapers.cann_engine import (
     deciding_atoms,
     describe,
     f_or,
+    formula_loads,
     holds,
     role,
     undecided_atoms,
@@ -180,32 +189,221 @@ def _json(d: EngineDecision, limit: int = 6) -> dict[str, Any]:
     return out
 
 
-def engine_of_use(use: OpUse, functions: Sequence[str], soc: str,
-                  sites_of: Mapping[str, Sequence[EngineSite]],
-                  urls: Mapping[str, str] | None = None, basis: str = "") -> OpEngine:
-    """Every recorded signature of ``use`` decided for the aclnn functions its kernel calls."""
-    result = OpEngine(basis=basis)
-    sigs = use.signatures or [Signature(inputs={"self": d for d in use.dtypes[:1]},
-                                        count=use.count)]
-    for sig in sigs:
-        decisions = []
-        steps: list[str] = []
-        for fn in functions:
-            call, pre = call_of(sig, soc, fn)
-            steps += [p for p in pre if p not in steps]
-            decisions.append(decide(fn, sites_of.get(fn, ()), call, urls))
-        engines = {d.engine for d in decisions}
-        worst = next((e for e in ("aicpu", "maybe_aicpu", "aicore") if e in engines), "unknown")
-        entry: dict[str, Any] = {"inputs": dict(sig.inputs), "count": sig.count,
-                                 "engine": worst, "aclnn": [_json(d) for d in decisions]}
-        if steps:
-            entry["before"] = [{"step": "nonzero", "host_sync": True,
-                                "why": "op-plugin turns the boolean mask into int64 indices "
-                                       "(npu_expand_tensors) before CANN runs"}]
-            result.host_syncs += sig.count
-        if worst == "aicpu":
-            result.aicpu_calls += sig.count
-        elif worst == "maybe_aicpu":
-            result.maybe_aicpu_calls += sig.count
-        result.calls.append(entry)
-    return result
+# --- the lookup the checker calls per op -------------------------------------------------------
+
+SOURCES_FROM = "8.5.0"  # CANN's operator libraries are open from here
+
+
+@dataclass
+class EngineFacts:
+    """What :func:`engine_lookup` says of one op on the target (the report's ``engine`` and
+    ``binaries``, and the findings that go with them)."""
+
+    engine: dict[str, Any] | None = None
+    binaries: list[dict[str, Any]] = field(default_factory=list)
+    restrictions: list[Restriction] = field(default_factory=list)
+
+
+EngineLookup = Callable[[OpUse, ReleaseInfo], EngineFacts]
+
+
+def choose_version(versions: Iterable[str], cann: str) -> tuple[str, str] | None:
+    """The CANN version whose sources stand for ``cann``, and the label saying how (the same
+    choice as the aclnn contract's: exact, else the nearest older open version, else the
+    earliest, labelled inferred)."""
+    order = sorted(set(versions), key=cann_key)
+    if not order:
+        return None
+    tags = [v for v in order if v != HEAD] or order
+    want = cann_key(cann) if cann else ()
+    if not want:
+        return tags[-1], f"inferred from CANN {tags[-1]} sources (target CANN unknown)"
+    if tags == [HEAD]:
+        return HEAD, "inferred from the library's head commit (no CANN tag)"
+    older = [v for v in tags if cann_key(v) <= want]
+    if older and cann_key(older[-1]) == want:
+        return older[-1], f"CANN {older[-1]} op_api sources"
+    if older:
+        return older[-1], (f"inferred from CANN {older[-1]} sources (the nearest older open "
+                           f"sources of CANN {cann})")
+    why = (f"CANN {cann} predates the open operator sources"
+           if want < cann_key(SOURCES_FROM) else f"no CANN {cann} sources")
+    return tags[0], f"inferred from CANN {tags[0]} sources ({why})"
+
+
+def _sites(rows: Sequence[db.SiteRow]) -> list[EngineSite]:
+    return [EngineSite(r.aclnn, r.op_type, r.engine, formula_loads(r.condition), r.launch,
+                       r.entry) for r in rows]
+
+
+def engine_lookup(cat: Catalog, hardware: str | None) -> EngineLookup | None:
+    """Per op: its engine per call signature and its binaries on the target product; None
+    when the catalog has no engine facts. Without ``hardware`` the calls are judged on 910B
+    and say so."""
+    if not db.has_engine_facts(cat.engine):
+        return None
+    product = canonical_alias(hardware) if hardware else None
+    judged_on = product or "910B"
+    soc = SOC_OF_PRODUCT.get(judged_on)
+    if soc is None:
+        return None
+    linked = db_contract.linked_releases(cat.engine)
+    sources: dict[str, tuple[str, str]] = {}
+    link_rows: dict[tuple[str, ...], Any] = {}
+    site_cache: dict[str, list[db.SiteRow]] = {}
+    bin_cache: dict[str, list[db.BinaryRow]] = {}
+
+    def rows_of(functions: Sequence[str]) -> dict[str, list[db.SiteRow]]:
+        missing = [f for f in functions if f not in site_cache]
+        if missing:
+            got = db.site_rows(cat.engine, missing)
+            for f in missing:
+                site_cache[f] = got.get(f, [])
+        return {f: site_cache[f] for f in functions}
+
+    def bins_of(op_types: Sequence[str]) -> dict[str, list[db.BinaryRow]]:
+        missing = [o for o in op_types if o not in bin_cache]
+        if missing:
+            got = db.binary_rows(cat.engine, missing)
+            for o in missing:
+                bin_cache[o] = got.get(o, [])
+        return {o: bin_cache[o] for o in op_types}
+
+    def lookup(use: OpUse, target: ReleaseInfo) -> EngineFacts:
+        if target.torch_npu not in sources:
+            sources[target.torch_npu] = _link_source(cat, target, linked)
+        links, via_note = _links_for(cat, use.op, *sources[target.torch_npu], link_rows)
+        functions = list(dict.fromkeys(x.aclnn for x in links))
+        if not functions:
+            return EngineFacts()
+        by_fn: dict[str, list[EngineSite]] = {}
+        urls: dict[str, str] = {}
+        bases: list[str] = []
+        for fn, rows in rows_of(functions).items():
+            chosen = choose_version((r.cann for r in rows), target.cann)
+            if chosen is None:
+                continue
+            version, basis = chosen
+            at = [r for r in rows if r.cann == version]
+            by_fn[fn] = _sites(at)
+            urls[fn] = at[0].base_url
+            bases.append(f"{fn}: {basis}")
+        if not by_fn:
+            return EngineFacts()
+        basis = "; ".join(dict.fromkeys(bases))
+        if product is None:
+            basis += "; judged on 910B (pass --hardware for another product)"
+        if via_note:
+            basis += f"; {via_note}"
+        known = [f for f in functions if f in by_fn]
+        result = OpEngine(basis=basis)
+        restrictions: list[Restriction] = []
+        sigs = use.signatures or [Signature(count=use.count)]
+        for sig in sigs:
+            decisions: list[EngineDecision] = []
+            steps: list[str] = []
+            for fn in known:
+                call, pre = call_of(sig, soc, fn)
+                steps += [p for p in pre if p not in steps]
+                decisions.append(decide(fn, by_fn[fn], call, {"": urls[fn]}))
+            _add_call(result, sig, decisions, steps)
+            for d in decisions:
+                if d.engine == "aicpu":
+                    cite = d.because[0] if d.because else (d.launch[0] if d.launch else None)
+                    restrictions.append(Restriction(
+                        d.aclnn, f"{d.aclnn} runs {', '.join(d.aicpu_ops)} on the AI CPU on "
+                                 f"{judged_on} for {_sig_text(sig)}"
+                                 + (f" ({cite.text}, {cite.where})" if cite else "")
+                                 + f": a host round trip per call, slower than the AI Core",
+                        (), cite.url if cite else "", hardware=judged_on, source="cann_engine",
+                        products_failing=(judged_on,), basis=basis, slow=True,
+                        inferred=basis.startswith("inferred") or "inferred" in basis))
+        binaries, missing = _binaries(by_fn, soc, judged_on, bins_of, target.cann)
+        for m in missing:
+            restrictions.append(Restriction(
+                m["aclnn"], m["message"], (), m.get("url", ""), hardware=judged_on,
+                unsupported=m["every_route"], source="cann_binary",
+                products_failing=(judged_on,), error="561000", basis=m["basis"],
+                inferred="inferred" in m["basis"]))
+        doc = result.to_json()
+        doc["product"] = judged_on
+        doc["soc"] = soc
+        return EngineFacts(doc, binaries, restrictions)
+
+    return lookup
+
+
+def _sig_text(sig: Signature) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sig.inputs.items()) or "the recorded call"
+
+
+def _add_call(result: OpEngine, sig: Signature, decisions: Sequence[EngineDecision],
+              steps: Sequence[str]) -> None:
+    engines = {d.engine for d in decisions}
+    worst = next((e for e in ("aicpu", "maybe_aicpu", "aicore") if e in engines), "unknown")
+    entry: dict[str, Any] = {"inputs": dict(sig.inputs), "count": sig.count, "engine": worst,
+                             "aclnn": [_json(d) for d in decisions]}
+    if steps:
+        entry["before"] = [{"step": "aten::nonzero", "host_sync": True,
+                            "why": "op-plugin turns the boolean mask into int64 indices "
+                                   "(npu_expand_tensors) before CANN runs: a host sync and a "
+                                   "data-dependent shape"}]
+        result.host_syncs += sig.count
+    if worst == "aicpu":
+        result.aicpu_calls += sig.count
+    elif worst == "maybe_aicpu":
+        result.maybe_aicpu_calls += sig.count
+    result.calls.append(entry)
+
+
+def _binaries(by_fn: Mapping[str, Sequence[EngineSite]], soc: str, product: str,
+              bins_of: Callable[[Sequence[str]], dict[str, list[db.BinaryRow]]], cann: str
+              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per aclnn function: the AI Core op types it may launch on ``soc`` and whether CANN's
+    open library ships a kernel for them there. A missing one is a finding only when the op
+    type is defined in the open library for another SoC than the 950 family (else it is a
+    950 re-implementation of a closed built-in op, which this cannot see)."""
+    out: list[dict[str, Any]] = []
+    missing: list[dict[str, Any]] = []
+    bare = Call(soc, {})
+    for fn, sites in by_fn.items():
+        reach = [s for s in sites if s.engine == "aicore" and holds(s.condition, bare) is not False]
+        types = sorted({s.op_type for s in reach})
+        rows = bins_of(types)
+        lacking: list[str] = []
+        for op_type in types:
+            chosen = choose_version((r.cann for r in rows[op_type]), cann)
+            if chosen is None:
+                out.append({"aclnn": fn, "op_type": op_type, "soc": soc, "kernel": "closed",
+                            "note": "not defined in CANN's open libraries (built-in op)"})
+                continue
+            version, basis = chosen
+            at = [r for r in rows[op_type] if r.cann == version]
+            here = [r for r in at if r.soc == soc]
+            has = any(r.binaries or r.configured for r in here)
+            elsewhere = sorted({r.soc for r in at if r.binaries or r.configured})
+            entry: dict[str, Any] = {"aclnn": fn, "op_type": op_type, "soc": soc,
+                                     "kernel": "binary" if has else "none",
+                                     "socs": elsewhere, "basis": basis}
+            if here and here[0].dtypes:
+                entry["dtypes"] = list(here[0].dtypes)
+            out.append(entry)
+            if not has and set(elsewhere) - SOC_950:
+                lacking.append(op_type)
+                site = next(s for s in reach if s.op_type == op_type)
+                ref = next((r for r in at if r.binaries), at[0])
+                missing.append({
+                    "aclnn": fn, "op_type": op_type, "basis": basis,
+                    "every_route": False,
+                    "url": f"{ref.base_url}{ref.path.split(':')[0]}" if ref.base_url else "",
+                    "message": (
+                        f"{fn} may launch {op_type} (AI Core, {site.launch}), which has no "
+                        f"kernel binary for {soc} in CANN's open {ref.library} "
+                        f"(binaries for {', '.join(elsewhere)}): the call fails with "
+                        f"\"Op {op_type} does not has any binary\" (561000)"),
+                })
+        if lacking and set(lacking) == set(types):
+            for m in missing:
+                if m["aclnn"] == fn:
+                    m["every_route"] = True
+    return out, missing

@@ -218,13 +218,15 @@ def _report(cat: Any, oplist: Any, target: Any, why: str, level: FailOn, *, cann
     """The report of one op list on the target, and its exit code."""
     from opcheck.checker.check import all_releases_matrix, baseline_filter
     from opcheck.checker.check import check as run_check
+    from opcheck.checker.engine import engine_lookup
     from opcheck.checker.restrictions import all_restrictions
     from opcheck.contrib.workarounds import workaround_lookup
     from opcheck.core.errors import UsageError
 
     report = run_check(cat, oplist, target, cpu_fallback=cpu_fallback,
                        workarounds=workaround_lookup(cat),
-                       restrictions=all_restrictions(cat, hardware), cann=cann)
+                       restrictions=all_restrictions(cat, hardware), cann=cann,
+                       engine=engine_lookup(cat, hardware))
     report.notes.insert(0, why)
     if all_releases:
         report.matrix = all_releases_matrix(cat, oplist, cpu_fallback=cpu_fallback)

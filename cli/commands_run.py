@@ -102,6 +102,7 @@ def run(
         from opcheck.checker.check import all_releases_matrix, exit_code, fail_level
         from opcheck.checker.check import check as run_check
         from opcheck.checker.queries import select_target
+        from opcheck.checker.engine import engine_lookup
         from opcheck.checker.restrictions import all_restrictions
         from opcheck.cli.commands_check import _emit, _installed_torch
         from opcheck.cli.common import open_catalog, resolve_catalog_path
@@ -132,6 +133,7 @@ def run(
             workarounds=workaround_lookup(cat),
             restrictions=all_restrictions(cat, hardware),
             cann=cann,
+            engine=engine_lookup(cat, hardware),
         )
         if all_releases:
             report.matrix = all_releases_matrix(
