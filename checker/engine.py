@@ -35,6 +35,7 @@ from opcheck.checker.check import Restriction
 from opcheck.checker.contract import _link_source, _links_for, cann_key
 from opcheck.core.oplist import OpUse, Signature
 from opcheck.core.products import canonical_alias
+from opcheck.core.vocab import Engine
 from opcheck.db import cann_engine as db
 from opcheck.db import contract as db_contract
 from opcheck.db.catalog import Catalog, ReleaseInfo
@@ -80,7 +81,7 @@ class EngineDecision:
     """One aclnn function on one call signature and SoC."""
 
     aclnn: str
-    engine: str  # aicore | aicpu | maybe_aicpu | unknown
+    engine: str  # an Engine value: aicore | aicpu | maybe_aicpu | unknown
     aicpu_ops: list[str] = field(default_factory=list)  # AI CPU op types it may launch
     aicore_ops: list[str] = field(default_factory=list)
     because: list[Cite] = field(default_factory=list)  # aicpu: what decided it
@@ -339,9 +340,10 @@ def _sig_text(sig: Signature) -> str:
 
 def _add_call(result: OpEngine, sig: Signature, decisions: Sequence[EngineDecision],
               steps: Sequence[str]) -> None:
-    engines = {d.engine for d in decisions}
-    worst = next((e for e in ("aicpu", "maybe_aicpu", "aicore") if e in engines), "unknown")
-    entry: dict[str, Any] = {"inputs": dict(sig.inputs), "count": sig.count, "engine": worst,
+    worst = max((Engine(d.engine) for d in decisions), key=lambda e: e.severity,
+                default=Engine.UNKNOWN)
+    entry: dict[str, Any] = {"inputs": dict(sig.inputs), "count": sig.count,
+                             "engine": worst.value, "label": worst.label,
                              "aclnn": [_json(d) for d in decisions]}
     if steps:
         entry["before"] = [{"step": "aten::nonzero", "host_sync": True,
@@ -349,9 +351,9 @@ def _add_call(result: OpEngine, sig: Signature, decisions: Sequence[EngineDecisi
                                    "(npu_expand_tensors) before CANN runs: a host sync and a "
                                    "data-dependent shape"}]
         result.host_syncs += sig.count
-    if worst == "aicpu":
+    if worst is Engine.AICPU:
         result.aicpu_calls += sig.count
-    elif worst == "maybe_aicpu":
+    elif worst is Engine.MAYBE_AICPU:
         result.maybe_aicpu_calls += sig.count
     result.calls.append(entry)
 

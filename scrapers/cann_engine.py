@@ -545,7 +545,8 @@ class EngineSite:
     entry: str  # path:line of the entry function
 
 
-_STUB = re.compile(r"(?:^|/)(?:stub|tests?|ut|st)/")
+# test stubs and experimental samples (not shipped) would shadow the real level-0 functions
+_STUB = re.compile(r"(?:^|/)(?:stub|tests?|ut|st|experimental)/")
 _EMPTY = re.compile(r"\w*(?:num|size|count|len)\w*(?:\(\))?\s*==\s*0$", re.I)
 _SETTING = re.compile(r"[Dd]eterministic")
 _SIZE_WORDS = re.compile(r"GetDimNum|GetShapeSize|GetDim\b|Size\b|size|Num\b|num|NUM|LIMIT|"
@@ -557,7 +558,6 @@ _DTYPE_WORDS = re.compile(r"GetDataType|DataType|Dtype|dtype|SocVersion|GetSoc|N
 
 class _Library:
     def __init__(self, files: Sequence[SourceFile]) -> None:
-        # test stubs define level-0 functions that launch nothing: they would shadow the real ones
         self.files = [f for f in files if not _STUB.search(f.path)]
         files = self.files
         self.local: dict[tuple[str, str], list[Function]] = {}

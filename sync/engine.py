@@ -73,7 +73,8 @@ class CannEngine:
 
     def collect(self, ctx: SyncContext) -> None:
         ctx.progress("CANN op_api sources (engines)")
-        trees = [(repo, ref, root, [p for p in files if "/op_api/" in p and p.endswith(".cpp")])
+        trees = [(repo, ref, root, [p for p in files if "/op_api/" in p and p.endswith(".cpp")
+                                    and "/experimental/" not in p])
                  for repo, ref, root, files in _trees(ctx)]
         fetched = ctx.prefetch_paths((p for *_, paths in trees for p in paths),
                                      cann_engine.parse_source)
@@ -117,8 +118,12 @@ class CannBinaries:
         rows: list[OpBinaryRec] = []
         for repo, ref, root, files in _trees(ctx):
             version = cann_of_ref(ref)
-            lists = [p for p in files if p.endswith("_binary.json") and "/op_host/config/" in p]
-            defs = [p for p in files if p.endswith("_def.cpp") and "/op_host/" in p]
+            # experimental/ holds samples that are not shipped: their OpDefs configure SoCs
+            # (Cast for ascend910b) that the released package serves with built-in kernels
+            lists = [p for p in files if p.endswith("_binary.json") and "/op_host/config/" in p
+                     and "/experimental/" not in p]
+            defs = [p for p in files if p.endswith("_def.cpp") and "/op_host/" in p
+                    and "/experimental/" not in p]
             if not lists and not defs:
                 continue
             # (op_type, soc) → record; AddConfig SoCs and binaries merge into one row
