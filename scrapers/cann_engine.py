@@ -985,7 +985,8 @@ class _CondParser:
                     yes = older if less else newer
                     return f_or(yes, f_and(f_not(known), unk))
                 return Unknown("other", _text(toks), where)
-            if "GetCurNpuArch" in at and bt and bt[-1] in _ARCHS and op in ("==", "!="):
+            arch = "GetCurNpuArch" in at or (len(at) == 1 and "arch" in at[0].lower())
+            if arch and bt and bt[-1] in _ARCHS and op in ("==", "!="):
                 f = SocIs(_ARCHS[bt[-1]], where)
                 return f if op == "==" else f_not(f)
         return None
@@ -1006,7 +1007,7 @@ class _CondParser:
         name = texts[k - 1]
         qualified = texts[:k - 1][-2:] == ["l0op", "::"]
         args = _split_args(toks[k + 1:-1])
-        if name == "IsRegbase":
+        if name in ("IsRegbase", "IsRegBase"):  # IsRegBase(curArch) reads the current arch too
             return SocIs(_REGBASE, where)
         if name == "CheckType" and len(args) == 2:
             dt = self._dtype_of(args[0])
