@@ -22,10 +22,12 @@ from opcheck.db.data import (
     ApiOpRec,
     ApiSupportRec,
     CatalogData,
+    EngineSiteRec,
     GraphConverterRec,
     GraphPinRec,
     KernelFacts,
     OpAclnnRec,
+    OpBinaryRec,
     WorkaroundRec,
     ZooRec,
 )
@@ -86,6 +88,8 @@ def _only(name: str) -> CatalogData:
     full.graph_pins = [GraphPinRec("2.1.0.post17", "v7.2.0-pytorch2.1.0", "a" * 40, "read", 1)]
     full.graph_converters = [GraphConverterRec("aten::relu", "converted", path="aten/relu.py",
                                                sources="1", lines="9")]
+    full.engine_sites = [EngineSiteRec("aclnnIsin", "9.1.0", "ops-math", "IsIn", "aicore")]
+    full.op_binaries = [OpBinaryRec("IsIn", "9.1.0", "ops-math", "ascend910b", 1)]
     data = CatalogData()
     setattr(data, name, getattr(full, name))
     return data
