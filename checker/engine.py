@@ -315,7 +315,7 @@ def engine_lookup(cat: Catalog, hardware: str | None) -> EngineLookup | None:
                         d.aclnn, f"{d.aclnn} runs {', '.join(d.aicpu_ops)} on the AI CPU on "
                                  f"{judged_on} for {_sig_text(sig)}"
                                  + (f" ({cite.text}, {cite.where})" if cite else "")
-                                 + f": a host round trip per call, slower than the AI Core",
+                                 + ": a host round trip per call, slower than the AI Core",
                         (), cite.url if cite else "", hardware=judged_on, source="cann_engine",
                         products_failing=(judged_on,), basis=basis, slow=True,
                         inferred=basis.startswith("inferred") or "inferred" in basis))

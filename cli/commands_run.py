@@ -101,8 +101,8 @@ def run(
         REPORT_FORMATS.get(fmt)  # an unknown format is a usage error before any work
         from opcheck.checker.check import all_releases_matrix, exit_code, fail_level
         from opcheck.checker.check import check as run_check
-        from opcheck.checker.queries import select_target
         from opcheck.checker.engine import engine_lookup
+        from opcheck.checker.queries import select_target
         from opcheck.checker.restrictions import all_restrictions
         from opcheck.cli.commands_check import _emit, _installed_torch
         from opcheck.cli.common import open_catalog, resolve_catalog_path

@@ -57,8 +57,9 @@ def site_rows(engine: Engine, functions: Sequence[str]) -> dict[str, list[SiteRo
              "WHERE e.aclnn IN :fns ORDER BY e.aclnn, e.cann, e.id").bindparams(
         bindparam("fns", expanding=True))
     with engine.connect() as conn:
-        for row in conn.execute(q, {"fns": list(functions)}):
-            out[row[0]].append(SiteRow(*row[:8], base_url=row[8] or ""))
+        for fn, cann, lib, op, eng, cond, launch, entry, url in conn.execute(
+                q, {"fns": list(functions)}):
+            out[fn].append(SiteRow(fn, cann, lib, op, eng, cond, launch, entry, url or ""))
     return dict(out)
 
 

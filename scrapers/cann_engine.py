@@ -725,7 +725,7 @@ class _Library:
             if not re.fullmatch(r"[A-Za-z_]\w*", x) or x in _SKIP_HEADS:
                 continue
             qualified = i > 1 and texts[i - 1] == "::" and texts[i - 2] == "l0op"
-            if i > 0 and texts[i - 1] in (".", "->") or (i > 0 and texts[i - 1] == "::"
+            if (i > 0 and texts[i - 1] in (".", "->")) or (i > 0 and texts[i - 1] == "::"
                                                         and not qualified):
                 continue
             close = _match(toks, i + 1, "(", ")")
@@ -754,7 +754,7 @@ def _bounded(f: Formula, engine: str, entry: str) -> Formula:
 
 
 def _project(f: Formula, keep: tuple[type, ...], opaque: Unknown) -> Formula:
-    if isinstance(f, Const) or isinstance(f, keep):
+    if isinstance(f, (Const, *keep)):
         return f
     if isinstance(f, Not):
         inner = _project(f.item, keep, opaque)
@@ -1030,9 +1030,7 @@ class _CondParser:
 def _text(toks: Sequence[Tok]) -> str:
     out = ""
     for t in toks:
-        if out and (re.match(r"\w", t.text) and re.search(r"\w$", out)):
-            out += " "
-        elif out and t.text in ("==", "!=", "&&", "||", "<", ">", "<=", ">=", "=") or \
+        if (out and (re.match(r"\w", t.text) and re.search(r"\w$", out))) or (out and t.text in ("==", "!=", "&&", "||", "<", ">", "<=", ">=", "=")) or \
                 out.endswith(("==", "!=", "&&", "||", "<=", ">=", " =", " <", " >")):
             out += " "
         out += t.text

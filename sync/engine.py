@@ -22,7 +22,6 @@ from opcheck.sync.context import SyncContext
 from opcheck.sync.contract import HICANN, cann_of_ref
 from opcheck.sync.sources import Fetched, Source
 
-
 _SUFFIXES = (".cpp", ".json")
 
 

@@ -14,8 +14,15 @@ from opcheck.core.oplist import OpList, OpUse, Signature
 from opcheck.core.vocab import Engine
 from opcheck.db.build import write_catalog
 from opcheck.db.catalog import Catalog
+from opcheck.db.data import (
+    EngineSiteRec,
+    KernelFacts,
+    KernelRec,
+    OpAclnnRec,
+    OpBinaryRec,
+    OperatorRec,
+)
 from opcheck.db.engine import make_engine
-from opcheck.db.data import EngineSiteRec, KernelFacts, KernelRec, OpAclnnRec, OperatorRec, OpBinaryRec
 from opcheck.scrapers import cann_binaries as cb
 from opcheck.scrapers import cann_engine as ce
 from opcheck.scrapers.rows import Origin
@@ -30,7 +37,7 @@ LINKS = {"aten::index_put_": "aclnnIndexPutImpl", "aten::_fused_adamw_": "aclnnA
 def _catalog(upstream: Path, tmp_path: Path) -> Catalog:
     d = small_catalog()
     root = upstream / NN
-    sid = d.add_source("cann_engine", NN, url=f"https://github.com/hicann/ops-nn/blob/v8.5.0/")
+    sid = d.add_source("cann_engine", NN, url="https://github.com/hicann/ops-nn/blob/v8.5.0/")
     wheel = next(s.id for s in d.sources if RELEASE in s.path)
     for op, fn in LINKS.items():
         name = op.removeprefix("aten::")
