@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opcheck.checker.check import Restriction
-from opcheck.checker.contract import _link_source, _links_for, cann_key
+from opcheck.checker.contract import _link_source, _links_for, cann_key, choose_doc
 from opcheck.core.oplist import OpUse, Signature
 from opcheck.core.products import canonical_alias
 from opcheck.core.vocab import Engine
@@ -40,7 +40,6 @@ from opcheck.db import cann_engine as db
 from opcheck.db import contract as db_contract
 from opcheck.db.catalog import Catalog, ReleaseInfo
 from opcheck.db.contract import HEAD
-from opcheck.scrapers.cann_binaries import SOC_950
 from opcheck.scrapers.cann_engine import (
     Call,
     DtypeEq,
@@ -63,6 +62,9 @@ SOC_OF_PRODUCT = {
     "910A": "ascend910", "910B": "ascend910b", "910C": "ascend910_93", "310P": "ascend310p",
     "310B": "ascend310b", "950": "ascend950",
 }
+
+# the SoCs whose binaries, when an op type has some, say it is built for the Ascend line
+MAIN_SOCS = frozenset({"ascend910", "ascend910b", "ascend910_93", "ascend310p", "ascend310b"})
 
 # op-plugin turns boolean/byte masks into int64 indices before these aclnn functions run
 MASK_EXPANDED = frozenset({"aclnnIndexPutImpl", "aclnnIndex", "aclnnIndexPut"})
@@ -112,6 +114,8 @@ def call_of(sig: Signature, soc: str, aclnn: str) -> tuple[Call, list[str]]:
             # a k-dim mask becomes k int64 index tensors; their count is not recorded
             parts = tuple("int64" if p in MASK_DTYPES else p for p in parts)
         dtypes[role(name)] = parts
+    if sig.outputs and len(set(sig.outputs)) == 1:  # the aclnn ``out`` tensor
+        dtypes.setdefault("out", (sig.outputs[0],))
     return Call(soc, dtypes), steps
 
 
@@ -270,6 +274,15 @@ def engine_lookup(cat: Catalog, hardware: str | None) -> EngineLookup | None:
                 bin_cache[o] = got.get(o, [])
         return {o: bin_cache[o] for o in op_types}
 
+    docs_cache: dict[tuple[str, str], frozenset[str]] = {}
+
+    def documented_on(fn: str, cann: str) -> frozenset[str]:
+        """The products the function's docs (the page the contract would judge by) mark √."""
+        if (fn, cann) not in docs_cache:
+            choice = choose_doc(db_contract.function_docs(cat.engine, fn), cann, judged_on)
+            docs_cache[fn, cann] = frozenset(choice.doc.supported) if choice else frozenset()
+        return docs_cache[fn, cann]
+
     def lookup(use: OpUse, target: ReleaseInfo) -> EngineFacts:
         if target.torch_npu not in sources:
             sources[target.torch_npu] = _link_source(cat, target, linked)
@@ -319,7 +332,8 @@ def engine_lookup(cat: Catalog, hardware: str | None) -> EngineLookup | None:
                         (), cite.url if cite else "", hardware=judged_on, source="cann_engine",
                         products_failing=(judged_on,), basis=basis, slow=True,
                         inferred=basis.startswith("inferred") or "inferred" in basis))
-        binaries, missing = _binaries(by_fn, soc, judged_on, bins_of, target.cann)
+        binaries, missing = _binaries(by_fn, soc, judged_on, bins_of, target.cann,
+                                      lambda fn: documented_on(fn, target.cann))
         for m in missing:
             restrictions.append(Restriction(
                 m["aclnn"], m["message"], (), m.get("url", ""), hardware=judged_on,
@@ -359,12 +373,15 @@ def _add_call(result: OpEngine, sig: Signature, decisions: Sequence[EngineDecisi
 
 
 def _binaries(by_fn: Mapping[str, Sequence[EngineSite]], soc: str, product: str,
-              bins_of: Callable[[Sequence[str]], dict[str, list[db.BinaryRow]]], cann: str
+              bins_of: Callable[[Sequence[str]], dict[str, list[db.BinaryRow]]], cann: str,
+              documented: Callable[[str], frozenset[str]]
               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Per aclnn function: the AI Core op types it may launch on ``soc`` and whether CANN's
     open library ships a kernel for them there. A missing one is a finding only when the op
-    type is defined in the open library for another SoC than the 950 family (else it is a
-    950 re-implementation of a closed built-in op, which this cannot see)."""
+    type is built in the open library for another of the main Ascend SoCs (not only for the
+    950 family or Kirin/MC parts: those are re-implementations of closed built-in ops, which
+    this cannot see) and the function's docs do not list the product as supported (an op
+    type moved to the open library keeps its closed built-in kernel on older SoCs)."""
     out: list[dict[str, Any]] = []
     missing: list[dict[str, Any]] = []
     bare = Call(soc, {})
@@ -390,7 +407,7 @@ def _binaries(by_fn: Mapping[str, Sequence[EngineSite]], soc: str, product: str,
             if here and here[0].dtypes:
                 entry["dtypes"] = list(here[0].dtypes)
             out.append(entry)
-            if not has and set(elsewhere) - SOC_950:
+            if not has and set(elsewhere) & MAIN_SOCS and product not in documented(fn):
                 lacking.append(op_type)
                 site = next(s for s in reach if s.op_type == op_type)
                 ref = next((r for r in at if r.binaries), at[0])

@@ -86,7 +86,7 @@ def role(name: str) -> str:
     """The argument a C++ variable stands for, comparable with an ATen argument name:
     ``selfRef``/``selfCast`` → ``self``, ``values``/``value`` → ``value``,
     ``allDefinedIndices``/``indices`` → ``indice``."""
-    n = name.lower()
+    n = re.sub(r"[^a-z0-9]", "", name.lower()) or name.lower()
     n = re.sub(r"^(?:all)?(?:defined)?", "", n) or name.lower()
     n = re.sub(r"(?:ref|contiguous|cast|tensor|list|fp32)+$", "", n) or n
     return n[:-1] if len(n) > 3 and n.endswith("s") else n
@@ -549,6 +549,8 @@ class EngineSite:
 _STUB = re.compile(r"(?:^|/)(?:stub|tests?|ut|st|experimental)/")
 _EMPTY = re.compile(r"\w*(?:num|size|count|len)\w*(?:\(\))?\s*==\s*0$", re.I)
 _SETTING = re.compile(r"[Dd]eterministic")
+_PRIVATE_FORMAT = re.compile(r"FORMAT_(?:FRACTAL|NC1HWC0|NDC1HWC0|C1HWNCoC0|FRACTAL_NZ|NZ|C04)")
+_FORMAT_CALLS = ("GetStorageFormat", "GetViewFormat", "GetOriginalFormat", "GetFormat")
 _SIZE_WORDS = re.compile(r"GetDimNum|GetShapeSize|GetDim\b|Size\b|size|Num\b|num|NUM|LIMIT|"
                          r"\bdims?\b|Dim\b|Prod|[Tt]ail|MAX_|MIN_|[Ss]hape|[Ll]en\b|[Cc]ount")
 _GUARD_WORDS = re.compile(r"IsEmpty|nullptr|NULL\b|ACLNN_SUCCESS|ACL_SUCCESS|RT_ERROR_NONE|"
@@ -957,6 +959,15 @@ class _CondParser:
         texts = [t.text for t in toks]
         op = texts[k]
         left, right = toks[:k], toks[k + 1:]
+        lt, rt = [t.text for t in left], [t.text for t in right]
+        if op in ("==", "!=") and any(w in x for x in lt + rt for w in _FORMAT_CALLS):
+            # op-plugin calls op_api only on base-format inputs: never a private format
+            # (NZ, NC1HWC0, FRACTAL_Z...), and two tensors of one call share their format
+            both = all(any(w in x for x in side for w in _FORMAT_CALLS) for side in (lt, rt))
+            if both:
+                return Const(op == "==")
+            if any(_PRIVATE_FORMAT.search(x) for x in lt + rt):
+                return Const(op == "!=")
         da, db = self._dtype_of(left), self._dtype_of(right)
         if da is not None and db is not None and op in ("==", "!="):
             eq: Formula = DtypeEq(da[0], db[0], where)
