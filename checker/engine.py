@@ -275,6 +275,8 @@ def engine_lookup(cat: Catalog, hardware: str | None) -> EngineLookup | None:
         return {o: bin_cache[o] for o in op_types}
 
     docs_cache: dict[tuple[str, str], frozenset[str]] = {}
+    parsed: dict[tuple[str, str], list[EngineSite]] = {}
+    decided: dict[tuple[str, int, tuple[tuple[str, tuple[str, ...]], ...]], EngineDecision] = {}
 
     def documented_on(fn: str, cann: str) -> frozenset[str]:
         """The products the function's docs (the page the contract would judge by) mark √."""
@@ -299,7 +301,9 @@ def engine_lookup(cat: Catalog, hardware: str | None) -> EngineLookup | None:
                 continue
             version, basis = chosen
             at = [r for r in rows if r.cann == version]
-            by_fn[fn] = _sites(at)
+            if (fn, version) not in parsed:  # formulas parse once per function and version
+                parsed[fn, version] = _sites(at)
+            by_fn[fn] = parsed[fn, version]
             urls[fn] = at[0].base_url
             bases.append(f"{fn}: {basis}")
         if not by_fn:
@@ -319,7 +323,10 @@ def engine_lookup(cat: Catalog, hardware: str | None) -> EngineLookup | None:
             for fn in known:
                 call, pre = call_of(sig, soc, fn)
                 steps += [p for p in pre if p not in steps]
-                decisions.append(decide(fn, by_fn[fn], call, {"": urls[fn]}))
+                key = (fn, id(by_fn[fn]), tuple(sorted(call.dtypes.items())))
+                if key not in decided:  # the same dtypes recur across ops and signatures
+                    decided[key] = decide(fn, by_fn[fn], call, {"": urls[fn]})
+                decisions.append(decided[key])
             _add_call(result, sig, decisions, steps)
             for d in decisions:
                 if d.engine == "aicpu":

@@ -127,3 +127,22 @@ def test_versions_before_the_open_sources_are_inferred_and_labelled() -> None:
     assert v == "8.5.0" and basis.startswith("inferred") and "predates" in basis
     v, basis = choose_version(versions, "9.2.0") or ("", "")
     assert v == "9.1.0" and basis.startswith("inferred")
+
+
+@pytest.mark.torch
+def test_traced_script_shows_the_ai_cpu_call_and_the_mask_sync(upstream: Path,
+                                                               tmp_path: Path) -> None:
+    """The real recording of ``y[idx] = v`` and ``y[y < 0] = 0`` checked on 910B."""
+    pytest.importorskip("torch")
+    from testpaths import FIXTURES
+
+    from opcheck.tracers.script import run_script
+
+    run = run_script(FIXTURES / "scripts" / "index_put_engine.py", timeout=240,
+                     memory_mb=4096)
+    use = next(u for u in run.oplist.ops if u.op == "aten::index_put_")
+    cat = _catalog(upstream, tmp_path)
+    calls = {c["inputs"]["indices"]: c for c in _run(cat, "910B", use).ops[0].engine["calls"]}
+    assert calls["int64"]["engine"] == Engine.AICPU and calls["int64"]["inputs"]["self"] == "float64"
+    assert calls["bool"]["before"][0]["step"] == "aten::nonzero"
+    assert calls["bool"]["engine"] == Engine.AICORE
