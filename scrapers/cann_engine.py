@@ -740,19 +740,27 @@ class _Library:
                 out.append((op, eng, f_and(path, _rename(cond, names)), at))
 
 
-MAX_CONDITION = 60_000  # characters of JSON kept per AI CPU condition (see _bounded)
+MAX_CONDITION = 24_000  # characters of JSON kept per AI CPU condition (see _bounded)
+# the SoCs an AI Core launch's reachability is recorded for
+SOCS = ("ascend910", "ascend910b", "ascend910_93", "ascend310p", "ascend310b", "ascend910_95",
+        "ascend950")
 
 
 def _bounded(f: Formula, engine: str, entry: str) -> Formula:
-    """What is kept of a condition. AI Core launches only need the SoCs they are reachable on
-    (the binary check), so every other atom becomes one opaque atom; an AI CPU condition is
-    kept whole unless it is very large (convolution entries), then its dtype and SoC atoms are
-    kept and the rest is opaque: a decision on it is "may", never a guess."""
-    if engine == "aicpu" and len(formula_dumps(f)) <= MAX_CONDITION:
+    """What is kept of a condition. An AI Core launch only needs the SoCs it is reachable on
+    (the binary check): its condition becomes that SoC list. An AI CPU condition is kept
+    whole unless it is large (helpers shared by many entries, convolutions), then its dtype
+    and SoC atoms are kept and the rest becomes one opaque atom: a decision on it is "may",
+    never a guess."""
+    if engine != "aicpu":
+        socs = tuple(s for s in SOCS if holds(f, Call(s, {})) is not False)
+        if len(socs) == len(SOCS):
+            return TRUE
+        return SocIs(socs, entry) if socs else FALSE
+    if len(formula_dumps(f)) <= MAX_CONDITION:
         return f
     opaque = Unknown("opaque", "other conditions (not kept)", entry)
-    keep: tuple[type, ...] = (SocIs,) if engine != "aicpu" else (SocIs, DtypeIs, DtypeEq)
-    return _project(f, keep, opaque)
+    return _project(f, (SocIs, DtypeIs, DtypeEq), opaque)
 
 
 def _project(f: Formula, keep: tuple[type, ...], opaque: Unknown) -> Formula:
@@ -1068,8 +1076,10 @@ def analyze(files: Iterable[SourceFile | tuple[str, SourceFile]]) -> list[Engine
                 key = (op, eng, at)
                 merged[key] = f_or(merged[key], cond) if key in merged else cond
             entry = f"{fn.path}:{fn.line}"
-            out += [EngineSite(aclnn, op, eng, _bounded(cond, eng, entry), at, entry)
-                    for (op, eng, at), cond in merged.items()]
+            for (op, eng, at), cond in merged.items():
+                kept = _bounded(cond, eng, entry)
+                if kept != FALSE:
+                    out.append(EngineSite(aclnn, op, eng, kept, at, entry))
     return out
 
 
