@@ -389,7 +389,7 @@ class EngineSiteRec:
     library: str
     op_type: str
     engine: str
-    condition: str = "true"
+    condition: str = "{\"p\":[],\"t\":[],\"f\":true}"  # always
     launch: str = ""  # path:line of the ADD_TO_LAUNCHER_LIST_* call
     entry: str = ""  # path:line of the aclnn entry
     source_id: int | None = None  # the library at that version

@@ -740,7 +740,7 @@ class _Library:
                 out.append((op, eng, f_and(path, _rename(cond, names)), at))
 
 
-MAX_CONDITION = 24_000  # characters of JSON kept per AI CPU condition (see _bounded)
+MAX_CONDITION = 12_000  # characters of compact JSON kept per AI CPU condition (see _bounded)
 # the SoCs an AI Core launch's reachability is recorded for
 SOCS = ("ascend910", "ascend910b", "ascend910_93", "ascend310p", "ascend310b", "ascend910_95",
         "ascend950")
@@ -1223,13 +1223,50 @@ def describe(f: Formula) -> str:
 
 
 def formula_dumps(f: Formula) -> str:
-    return json.dumps(formula_to_json(f), ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON of ``f``: each row's file paths and condition texts are listed once
+    (``{"p": [paths], "t": [texts], "f": formula}``, atoms citing ``"at": "i:line"`` and
+    ``"text": j``), since one formula repeats them many times."""
+    paths: dict[str, int] = {}
+    texts: dict[str, int] = {}
+
+    def intern(node: Any) -> Any:
+        if isinstance(node, list):
+            return [intern(x) for x in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: intern(v) for k, v in node.items()}
+        if isinstance(node.get("at"), str):
+            path, _, line = node["at"].rpartition(":")
+            out["at"] = f"{paths.setdefault(path, len(paths))}:{line}"
+        if isinstance(node.get("text"), str):
+            out["text"] = texts.setdefault(node["text"], len(texts))
+        return out
+
+    body = intern(formula_to_json(f))
+    doc = {"p": list(paths), "t": list(texts), "f": body}
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
 
 
 def formula_loads(text: str) -> Formula:
     try:
-        return formula_from_json(json.loads(text))
-    except (ValueError, KeyError, TypeError) as exc:
+        doc = json.loads(text)
+        paths, texts = doc["p"], doc["t"]
+
+        def expand(node: Any) -> Any:
+            if isinstance(node, list):
+                return [expand(x) for x in node]
+            if not isinstance(node, dict):
+                return node
+            out = {k: expand(v) for k, v in node.items()}
+            if "at" in node:
+                i, _, line = node["at"].partition(":")
+                out["at"] = f"{paths[int(i)]}:{line}"
+            if "text" in node:
+                out["text"] = texts[node["text"]]
+            return out
+
+        return formula_from_json(expand(doc["f"]))
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise ScrapeError(f"not a routing formula: {text[:80]!r} ({exc})") from None
 
 
