@@ -9,8 +9,9 @@ the call's dtypes per argument, and the SoC of the target product.
 
 * ``aicpu``: an AI CPU launch is reached whatever the undecided conditions are (``holds``);
   the finding cites the conditions that decided it (file:line);
-* ``aicore``: no AI CPU launch is reachable, or only for shapes and sizes (rank, element or
-  index counts), which are listed (``aicpu_when``);
+* ``aicore``: no AI CPU launch is reachable, or only for shapes, sizes (rank, element or
+  index counts) and memory layouts (strides, offsets, aliasing), which are listed
+  (``aicpu_when``);
 * ``maybe_aicpu``: an AI CPU launch depends on something the signature does not say (index
   positions, argument values): "may run on the AI CPU when <condition>" with its file:line;
 * ``unknown``: the aclnn function launches nothing the open sources define (CANN's closed
@@ -50,6 +51,7 @@ from opcheck.scrapers.cann_engine import (
     Unknown,
     deciding_atoms,
     describe,
+    evaluate,
     f_or,
     formula_loads,
     holds,
@@ -131,8 +133,10 @@ def decide(aclnn: str, sites: Sequence[EngineSite], call: Call,
     cpu_f = f_or(*(s.condition for s in cpu))
     core_f = f_or(*(s.condition for s in core))
     verdict = holds(cpu_f, call)
-    out.aicore_ops = sorted({s.op_type for s in core if holds(s.condition, call) is not False})
-    reachable = [s for s in cpu if holds(s.condition, call) is not False]
+    # per launch, Kleene truth is enough (a superset of the reachable ones); the verdict
+    # below tries undecided atoms both ways
+    out.aicore_ops = sorted({s.op_type for s in core if evaluate(s.condition, call) is not False})
+    reachable = [s for s in cpu if evaluate(s.condition, call) is not False]
     out.aicpu_ops = sorted({s.op_type for s in reachable})
     out.launch = [Cite(f"{s.op_type} (AI CPU)", s.launch, _url(s.launch, urls))
                   for s in reachable]
@@ -155,7 +159,9 @@ def decide(aclnn: str, sites: Sequence[EngineSite], call: Call,
             kinds.add(atom.kind if isinstance(atom, Unknown) else "dtype")
             undecided.setdefault(atom.where + describe(atom), _cite(atom, urls))
     out.when = list(undecided.values())
-    out.engine = "aicore" if kinds <= {"size"} else "maybe_aicpu"
+    # shapes and memory layouts are not in a trace: AI Core for the usual ones, with the
+    # conditions listed; anything else the signature could not decide is a "may"
+    out.engine = "aicore" if kinds <= {"size", "layout"} else "maybe_aicpu"
     return out
 
 

@@ -35,6 +35,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from opcheck.core.errors import ScrapeError
@@ -82,6 +83,7 @@ def torch_dtype(token: str) -> str:
     return _DTYPES.get(t, t.lower().removeprefix("dt_"))
 
 
+@lru_cache(maxsize=4096)
 def role(name: str) -> str:
     """The argument a C++ variable stands for, comparable with an ATen argument name:
     ``selfRef``/``selfCast`` → ``self``, ``values``/``value`` → ``value``,
@@ -119,7 +121,8 @@ class SocIs:
 
 @dataclass(frozen=True)
 class Unknown:
-    # size (ranks, element and index counts), runtime (index positions, argument values),
+    # size (ranks, element and index counts), layout (strides, offsets, aliasing),
+    # runtime (index positions, argument values),
     # setting (deterministic mode), other (a dtype or SoC test not understood), guard (empty
     # tensors, null pointers, failed checks)
     kind: str
@@ -549,6 +552,9 @@ class EngineSite:
 _STUB = re.compile(r"(?:^|/)(?:stub|tests?|ut|st|experimental)/")
 _EMPTY = re.compile(r"\w*(?:num|size|count|len)\w*(?:\(\))?\s*==\s*0$", re.I)
 _SETTING = re.compile(r"[Dd]eterministic")
+# memory layout: strides, offsets, aliasing, workspace tensors (a trace records none of them)
+_LAYOUT = re.compile(r"IsFromWorkspace|GetData\(\)|Stride|Offset|IsContiguous|IsView|"
+                     r"GetStorageShape|ViewShape\(\) *[!=]= *\w+->GetStorageShape")
 _PRIVATE_FORMAT = re.compile(r"FORMAT_(?:FRACTAL|NC1HWC0|NDC1HWC0|C1HWNCoC0|FRACTAL_NZ|NZ|C04)")
 _FORMAT_CALLS = ("GetStorageFormat", "GetViewFormat", "GetOriginalFormat", "GetFormat")
 _SIZE_WORDS = re.compile(r"GetDimNum|GetShapeSize|GetDim\b|Size\b|size|Num\b|num|NUM|LIMIT|"
@@ -920,6 +926,8 @@ class _CondParser:
             return Unknown("guard", text, where)
         if _SETTING.search(text):
             return Unknown("setting", text, where)
+        if _LAYOUT.search(text):
+            return Unknown("layout", text, where)
         if _DTYPE_WORDS.search(text):
             return Unknown("other", text, where)
         return Unknown("size" if _SIZE_WORDS.search(text) else "runtime", text, where)
@@ -1154,7 +1162,7 @@ def _assign(f: Formula, call: Call, values: Mapping[Formula, bool]) -> bool | No
     return evaluate(f, call)
 
 
-MAX_FREE = 10  # undecided atoms tried both ways (2^10 cases at most)
+MAX_FREE = 8  # undecided atoms tried both ways (2^8 cases at most)
 
 
 def holds(f: Formula, call: Call) -> bool | None:
@@ -1189,18 +1197,27 @@ def deciding_atoms(f: Formula, call: Call) -> list[Formula]:
 
 def undecided_atoms(f: Formula, call: Call) -> list[Unknown | DtypeIs | DtypeEq]:
     """The atoms that left ``f`` undecided for ``call`` (their text and line)."""
-    if isinstance(f, Unknown):
-        return [] if f.kind in ("guard", "setting") else [f]
-    if isinstance(f, (DtypeIs, DtypeEq)):
-        return [f] if evaluate(f, call) is None else []
-    if isinstance(f, Not):
-        return undecided_atoms(f.item, call)
+    return _undecided(f, call)[1]
+
+
+def _undecided(f: Formula, call: Call
+               ) -> tuple[bool | None, list[Unknown | DtypeIs | DtypeEq]]:
+    """(Kleene value, the atoms leaving it undecided) in one pass over ``f``."""
     if isinstance(f, (And, Or)):
-        if evaluate(f, call) is not None:
-            return []
-        return [a for x in f.items if evaluate(x, call) is None
-                for a in undecided_atoms(x, call)]
-    return []
+        parts = [_undecided(x, call) for x in f.items]
+        vals = [v for v, _ in parts]
+        if isinstance(f, And):
+            v: bool | None = False if False in vals else None if None in vals else True
+        else:
+            v = True if True in vals else None if None in vals else False
+        return v, ([a for pv, atoms in parts if pv is None for a in atoms] if v is None else [])
+    if isinstance(f, Not):
+        v, atoms = _undecided(f.item, call)
+        return (None if v is None else not v), atoms
+    v = evaluate(f, call)
+    if v is None and isinstance(f, (Unknown, DtypeIs, DtypeEq)):
+        return v, [f]
+    return v, []
 
 
 def describe(f: Formula) -> str:
