@@ -10,8 +10,8 @@ the call's dtypes per argument, and the SoC of the target product.
 * ``aicpu``: an AI CPU launch is reached whatever the undecided conditions are (``holds``);
   the finding cites the conditions that decided it (file:line);
 * ``aicore``: no AI CPU launch is reachable, or only for shapes, sizes (rank, element or
-  index counts) and memory layouts (strides, offsets, aliasing), which are listed
-  (``aicpu_when``);
+  index counts), memory layouts (strides, offsets, aliasing) and dtypes of CANN's own
+  intermediate tensors, which are listed (``aicpu_when``);
 * ``maybe_aicpu``: an AI CPU launch depends on something the signature does not say (index
   positions, argument values): "may run on the AI CPU when <condition>" with its file:line;
 * ``unknown``: the aclnn function launches nothing the open sources define (CANN's closed
@@ -121,6 +121,16 @@ def call_of(sig: Signature, soc: str, aclnn: str) -> tuple[Call, list[str]]:
     return Call(soc, dtypes), steps
 
 
+def _kind(atom: Unknown | DtypeIs | DtypeEq, call: Call) -> str:
+    """Why an atom is undecided: its Unknown kind; ``internal`` for a dtype test on a tensor
+    CANN makes itself (a cast to the output dtype before the copy-out, an index tensor it
+    builds), which the call does not name; ``dtype`` for the call's own arguments."""
+    if isinstance(atom, Unknown):
+        return atom.kind
+    names = (atom.arg,) if isinstance(atom, DtypeIs) else (atom.a, atom.b)
+    return "internal" if any(role(n) not in call.dtypes for n in names) else "dtype"
+
+
 def decide(aclnn: str, sites: Sequence[EngineSite], call: Call,
            urls: Mapping[str, str] | None = None) -> EngineDecision:
     """The engine of one aclnn function for one call (see the module docstring)."""
@@ -156,12 +166,13 @@ def decide(aclnn: str, sites: Sequence[EngineSite], call: Call,
     kinds: set[str] = set()
     for s in reachable:
         for atom in undecided_atoms(s.condition, call):
-            kinds.add(atom.kind if isinstance(atom, Unknown) else "dtype")
+            kinds.add(_kind(atom, call))
             undecided.setdefault(atom.where + describe(atom), _cite(atom, urls))
     out.when = list(undecided.values())
-    # shapes and memory layouts are not in a trace: AI Core for the usual ones, with the
-    # conditions listed; anything else the signature could not decide is a "may"
-    out.engine = "aicore" if kinds <= {"size", "layout"} else "maybe_aicpu"
+    # shapes, memory layouts and CANN's own intermediate tensors are not in a trace: AI Core
+    # for the usual ones, with the conditions listed; anything else the signature could not
+    # decide (index positions, argument values, dtype tests not understood) is a "may"
+    out.engine = "aicore" if kinds <= {"size", "layout", "internal"} else "maybe_aicpu"
     return out
 
 

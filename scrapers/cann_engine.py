@@ -74,7 +74,13 @@ _SOCS = {
 }
 # NpuArch::DAV_XXXX → SoCs (only the architectures whose SoCs are certain)
 _ARCHS = {"DAV_3510": ("ascend910_95", "ascend950"), "DAV_2201": ("ascend910b", "ascend910_93")}
-_REGBASE = _ARCHS["DAV_3510"]  # IsRegbase(): the DAV_3510 architecture
+_REGBASE = _ARCHS["DAV_3510"]
+_TYPE_CLASSES = {
+    "IsComplexType": ("complex32", "complex64", "complex128"),
+    "IsFloatingType": ("float16", "bfloat16", "float32", "float64"),
+    "IsIntegralType": ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                       "uint64"),
+}  # IsRegbase(): the DAV_3510 architecture
 
 
 def torch_dtype(token: str) -> str:
@@ -984,6 +990,11 @@ class _CondParser:
                 return Const(op == "==")
             if any(_PRIVATE_FORMAT.search(x) for x in lt + rt):
                 return Const(op == "!=")
+        if texts[:3] == ["std", "::", "find"] and op in ("==", "!=") and rt[-3:-1] == [
+                ".", "end"] or texts[:3] == ["std", "::", "find"] and rt[-1:] == [")"]:
+            got = self._find(toks[:k], where)
+            if got is not None:
+                return got if op == "!=" else f_not(got)
         da, db = self._dtype_of(left), self._dtype_of(right)
         if da is not None and db is not None and op in ("==", "!="):
             eq: Formula = DtypeEq(da[0], db[0], where)
@@ -1013,10 +1024,31 @@ class _CondParser:
                     return f_or(yes, f_and(f_not(known), unk))
                 return Unknown("other", _text(toks), where)
             arch = "GetCurNpuArch" in at or (len(at) == 1 and "arch" in at[0].lower())
-            if arch and bt and bt[-1] in _ARCHS and op in ("==", "!="):
-                f = SocIs(_ARCHS[bt[-1]], where)
+            if arch and bt and bt[-1].startswith("DAV_") and op in ("==", "!="):
+                if bt[-1] in _ARCHS:
+                    f = SocIs(_ARCHS[bt[-1]], where)
+                else:  # another architecture: not that of a SoC whose architecture is known
+                    archs_known = tuple(x for socs in _ARCHS.values() for x in socs)
+                    f = f_and(f_not(SocIs(archs_known, where)), Unknown("other", _text(toks), where))
                 return f if op == "==" else f_not(f)
         return None
+
+    def _find(self, toks: Sequence[Tok], where: str) -> Formula | None:
+        """``std::find(LIST.begin(), LIST.end(), x->GetDataType())``: x's dtype in LIST."""
+        texts = [t.text for t in toks]
+        if "(" not in texts:
+            return None
+        k = texts.index("(")
+        args = _split_args(toks[k + 1:_match(toks, k, "(", ")")])
+        if len(args) != 3:
+            return None
+        dt = self._dtype_of(args[2])
+        name = args[0][0].text if args[0] else ""
+        dtypes = self.lib.lists.get(self.fn.path, {}).get(name) or \
+            self.lib.global_lists.get(name)
+        if dt is None or dtypes is None:
+            return None
+        return DtypeIs(dt[0], dtypes, where, dt[1])
 
     def _is_soc(self, texts: Sequence[str]) -> bool:
         if "GetSocVersion" in texts:
@@ -1045,6 +1077,10 @@ class _CondParser:
             if dt is not None and dtypes is not None:
                 return DtypeIs(dt[0], dtypes, where, dt[1])
             return None
+        if name in ("IsComplexType", "IsFloatingType", "IsIntegralType") and args:
+            dt = self._dtype_of(args[0])
+            if dt is not None:
+                return DtypeIs(dt[0], _TYPE_CLASSES[name], where, dt[1])
         if texts[:k - 1] and texts[k - 2] in (".", "->"):
             return None
         callee = self.lib.find(name, self.fn.path, len(args), qualified)

@@ -187,3 +187,38 @@ def test_binary_lists_and_opdefs(upstream: Path) -> None:
     assert defs and any("ascend910b" in r.socs for r in defs)
     with pytest.raises(Exception, match="op_type"):
         parse_binary_list('{"op_list": []}', origin=Origin("x/op_host/config/a/b_binary.json"))
+
+
+FOO = """
+namespace l0op {
+static const std::initializer_list<op::DataType> L = {op::DataType::DT_FLOAT};
+const aclTensor *Foo(const aclTensor *self, aclOpExecutor *executor) {
+  auto curArch = GetCurrentPlatformInfo().GetCurNpuArch();
+  if (curArch == NpuArch::DAV_3102 || IsComplexType(self->GetDataType())) {
+    ADD_TO_LAUNCHER_LIST_AICPU(Foo, OP_INPUT(self));
+  } else if (std::find(L.begin(), L.end(), self->GetDataType()) != L.end()) {
+    ADD_TO_LAUNCHER_LIST_AICORE(Foo, OP_INPUT(self));
+  } else {
+    ADD_TO_LAUNCHER_LIST_AICPU(Foo2, OP_INPUT(self));
+  }
+  return nullptr;
+}
+}
+extern "C" {
+aclnnStatus aclnnFooGetWorkspaceSize(const aclTensor *self, uint64_t *ws, aclOpExecutor **e) {
+  auto r = l0op::Foo(self, e);
+  return ACLNN_SUCCESS;
+}
+}
+"""
+
+
+@pytest.mark.parametrize(("soc", "dtype", "want"), [
+    ("ascend910b", "float32", "aicore"), ("ascend910b", "complex64", "aicpu"),
+    ("ascend910b", "int32", "aicpu"),
+    # an architecture the sources name but whose SoCs are not known: undecided there only
+    ("ascend310p", "float32", "maybe_aicpu"),
+])
+def test_arch_type_class_and_find_tests(soc: str, dtype: str, want: str) -> None:
+    sites = ce.sites_of({"foo.cpp": FOO})
+    assert decide("aclnnFoo", sites, ce.Call(soc, {"self": (dtype,)})).engine == want
