@@ -990,8 +990,7 @@ class _CondParser:
                 return Const(op == "==")
             if any(_PRIVATE_FORMAT.search(x) for x in lt + rt):
                 return Const(op == "!=")
-        if texts[:3] == ["std", "::", "find"] and op in ("==", "!=") and rt[-3:-1] == [
-                ".", "end"] or texts[:3] == ["std", "::", "find"] and rt[-1:] == [")"]:
+        if texts[:3] == ["std", "::", "find"] and op in ("==", "!=") and "end" in rt:
             got = self._find(toks[:k], where)
             if got is not None:
                 return got if op == "!=" else f_not(got)
