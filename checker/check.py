@@ -86,6 +86,11 @@ class Finding:
     decomposition_of: list[str] = field(default_factory=list)
     # product → the kernel path its calls take there (aclnn, acl_op, cpu, …): checker.kernel_path
     path: dict[str, str] = field(default_factory=dict)
+    # how the calls run inside CANN on the target product (opcheck.checker.engine): engine per
+    # call signature (aicore / aicpu / maybe_aicpu / unknown) with its source lines, host syncs
+    # op-plugin adds before; and the kernel binaries of the op types launched
+    engine: dict[str, Any] | None = None
+    binaries: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -106,6 +111,8 @@ class Report:
     complete: bool = True  # False: the op list stopped before the end of the program
     stopped: str = ""
     graph: dict[str, Any] | None = None  # --graph: torchair graph mode (opcheck.checker.graph)
+    # slow paths counted over the calls: aicpu_calls, maybe_aicpu_calls, host_syncs (engine)
+    slow_paths: dict[str, int] = field(default_factory=dict)
 
     @property
     def problems(self) -> list[Finding]:
@@ -124,6 +131,8 @@ class Report:
 RestrictionLookup = Callable[[OpUse, ReleaseInfo], list[Restriction]]
 # sets a finding's path per product and keeps the aclnn contract only where aclnn runs
 PathHook = Callable[[OpUse, ReleaseInfo, Finding], None]
+# opcheck.checker.engine.engine_lookup: returns EngineFacts (engine, binaries, restrictions)
+EngineLookup = Callable[[OpUse, ReleaseInfo], Any]
 WorkaroundLookup = Callable[[str, ReleaseInfo], list[WorkaroundRef]]
 
 
@@ -170,6 +179,7 @@ def check(
     restrictions: RestrictionLookup | None = None,
     cann: str | None = None,
     kernel_paths: PathHook | None = None,
+    engine: EngineLookup | None = None,
 ) -> Report:
     """``cann``: the CANN version the user named; the report keeps it as the target's and
     warns when the release pairs with another (opcheck.checker.target)."""
@@ -192,6 +202,11 @@ def check(
         )
         if restrictions is not None:
             f.restrictions = restrictions(use, judged_on)
+            f.restricted = any(r.violated for r in f.restrictions)
+        if engine is not None and res.status is Status.NPU:
+            facts = engine(use, judged_on)
+            f.engine, f.binaries = facts.engine, facts.binaries
+            f.restrictions += facts.restrictions
             f.restricted = any(r.violated for r in f.restrictions)
         if kernel_paths is not None:
             kernel_paths(use, judged_on, f)
@@ -236,7 +251,12 @@ def check(
             "specific to the NPU device are not applied; trace at runtime (--trust) for the "
             "exact op list"
         )
+    slow: Counter[str] = Counter()
+    for f in findings:
+        for key in ("aicpu_calls", "maybe_aicpu_calls", "host_syncs"):
+            slow[key] += (f.engine or {}).get(key, 0)
     return Report(
+        slow_paths=dict(slow) if engine is not None else {},
         model=oplist.model, method=oplist.method, ir=oplist.ir,
         target=target_doc,
         verdict=verdict_of(findings, complete=oplist.complete),

@@ -313,11 +313,29 @@ def kernel_path_hook(cat: Catalog, hardware: str | None,
     return hook
 
 
+# Findings about what the aclnn function launches inside CANN (checker.engine): they hold only
+# where the aclnn function runs.
+ENGINE_SOURCES = ("cann_engine", "cann_binary")
+
+
+def _engine_gated(r: Restriction, not_aclnn: dict[str, Decision]) -> Restriction:
+    failing = r.products_failing or ((r.hardware,) if r.hardware else ())
+    moved = [p for p in failing if p in not_aclnn]
+    if not moved or len(moved) < len(failing):
+        return r
+    where = "; ".join(f"{p}: {not_aclnn[p].path}" for p in moved)
+    return replace(r, unsupported=False, dtypes_seen_outside=(), slow=False, products_failing=(),
+                   text=f"{r.text} [not counted: the aclnn function does not run there ({where})]")
+
+
 def _apply(paths: KernelPaths, use: OpUse, release: ReleaseInfo, decisions: list[Decision],
            found: list[Restriction]) -> list[Restriction]:
     not_aclnn = {d.product: d for d in decisions if d.path != ACLNN}
     out: list[Restriction] = []
     for r in found:
+        if r.source in ENGINE_SOURCES and not_aclnn:
+            out.append(_engine_gated(r, not_aclnn))
+            continue
         if r.source != "cann" or not r.violated or not not_aclnn:
             out.append(r)
             continue

@@ -30,7 +30,13 @@ from opcheck.core.vocab import FailOn
 if TYPE_CHECKING:
     # Imported on use: the CLI registers its commands (and their defaults from here) without
     # loading the database layer.
-    from opcheck.checker.check import PathHook, Report, RestrictionLookup, WorkaroundLookup
+    from opcheck.checker.check import (
+        EngineLookup,
+        PathHook,
+        Report,
+        RestrictionLookup,
+        WorkaroundLookup,
+    )
     from opcheck.db.catalog import Catalog, ReleaseInfo
 
 # The exit code of a script that raised or was stopped (``opcheck run`` without --partial):
@@ -200,6 +206,7 @@ class CheckUseCase:
         self.progress = progress
         self._restrictions: dict[str | None, RestrictionLookup | None] = {}
         self._paths: dict[tuple[str | None, bool | None, bool | None], PathHook | None] = {}
+        self._engines: dict[str | None, EngineLookup | None] = {}
         self._composites: list[str] | None = None
 
     # --- the target -----------------------------------------------------------------------
@@ -281,7 +288,8 @@ class CheckUseCase:
         report = check(cat, oplist, release, cpu_fallback=request.cpu_fallback,
                        workarounds=self.workarounds,
                        restrictions=self.restrictions(request.hardware), cann=request.cann,
-                       kernel_paths=self.kernel_paths(request))
+                       kernel_paths=self.kernel_paths(request),
+                       engine=self.engines(request.hardware) if self.with_restrictions else None)
         report.notes[:0] = target.notes
         if request.all_releases:
             report.matrix = all_releases_matrix(cat, oplist, cpu_fallback=request.cpu_fallback)
@@ -305,6 +313,14 @@ class CheckUseCase:
 
             self._restrictions[key] = all_restrictions(self.catalog, key)
         return self._restrictions[key]
+
+    def engines(self, hardware: str | None) -> EngineLookup | None:
+        key = hardware or None
+        if key not in self._engines:
+            from opcheck.checker.engine import engine_lookup
+
+            self._engines[key] = engine_lookup(self.catalog, key)
+        return self._engines[key]
 
     def kernel_paths(self, request: CheckRequest) -> PathHook | None:
         key = (request.hardware or None, request.jit_compile, request.internal_format)

@@ -219,3 +219,40 @@ class KernelSource(Word):
             KernelSource.NONE: "no kernel list",
             KernelSource.NPU_NATIVE: "torch_npu's own registry at the release tag (before op-plugin)",
         }[self]
+
+
+class Engine(Word):
+    """Where a call's work runs inside CANN on one product (decided by ``checker.engine``).
+
+    A flag on each call signature, not a :class:`Status`: the status says whether the release
+    has an NPU kernel for the op (one decision per op and release, counted per status in the
+    zoo and the verdict); the engine is decided per call signature and product, and an AI CPU
+    call still runs, correctly, on the NPU device. It is a slow path (a host round trip per
+    call, and the usual source of 507018 "aicpu exception"), reported with its call counts
+    and source line like the contract's other slow paths: it changes neither the verdict nor
+    ``--fail-on``."""
+
+    AICORE = "aicore"
+    AICPU = "aicpu"
+    MAYBE_AICPU = "maybe_aicpu"  # the open sources route it by something the trace lacks
+    UNKNOWN = "unknown"  # only CANN's closed kernels: not guessed
+
+    @property
+    def severity(self) -> int:
+        """Worst is highest: a call is as slow as its slowest aclnn function."""
+        return {Engine.AICORE: 0, Engine.UNKNOWN: 1, Engine.MAYBE_AICPU: 2, Engine.AICPU: 3}[self]
+
+    @property
+    def label(self) -> str:
+        return {Engine.AICORE: "AI Core", Engine.AICPU: "AI CPU (slow path)",
+                Engine.MAYBE_AICPU: "may run on the AI CPU",
+                Engine.UNKNOWN: "engine unknown (closed kernels)"}[self]
+
+    @property
+    def style(self) -> str:
+        return {Engine.AICORE: "green", Engine.AICPU: "yellow", Engine.MAYBE_AICPU: "yellow",
+                Engine.UNKNOWN: "magenta"}[self]
+
+    @property
+    def slow(self) -> bool:
+        return self is Engine.AICPU

@@ -354,6 +354,9 @@ class CatalogData:
     # Kernel path: torch_npu's rules per release and op-plugin's SoC fallbacks per op.
     kernel_path_rules: list[KernelPathRuleRec] = field(default_factory=list)
     kernel_soc_checks: list[KernelSocCheckRec] = field(default_factory=list)
+    # How a call runs inside CANN (issue 27): launches per aclnn function, binaries per SoC.
+    engine_sites: list[EngineSiteRec] = field(default_factory=list)
+    op_binaries: list[OpBinaryRec] = field(default_factory=list)
 
     def add_source(self, scraper: str, path: str, *, url: str = "", ref: str = "",
                    commit: str = "", sha256: str = "", rows: int = 0) -> int:
@@ -426,3 +429,41 @@ class GraphConverterRec:
                                   self.rebound)
                 for sid, line in zip(self.sources.split(","), self.lines.split(","),
                                      strict=True) if sid]
+
+
+# --- how a call runs inside CANN: engines and binaries (opcheck.scrapers.cann_engine, cann_binaries)
+
+
+@dataclass
+class EngineSiteRec:
+    """An aclnn function of one CANN version reaches a launch of ``op_type`` on ``engine``
+    (``aicore`` / ``aicpu`` / ``dsa``) when ``condition`` holds: a routing formula as JSON
+    (:mod:`opcheck.scrapers.cann_engine`) over the SoC, argument dtypes and the conditions
+    kept as text, each with its file:line. Paths are relative to the library at that tag."""
+
+    aclnn: str
+    cann: str
+    library: str
+    op_type: str
+    engine: str
+    condition: str = "{\"p\":[],\"t\":[],\"f\":true}"  # always
+    launch: str = ""  # path:line of the ADD_TO_LAUNCHER_LIST_* call
+    entry: str = ""  # path:line of the aclnn entry
+    source_id: int | None = None  # the library at that version
+
+
+@dataclass
+class OpBinaryRec:
+    """What one CANN version's open operator library ships for an op type on one SoC:
+    ``binaries`` compiled kernels (``op_host/config/<soc>/*_binary.json``, first-input dtypes
+    in ``dtypes``) and whether its OpDef configures an AI Core kernel there (``configured``)."""
+
+    op_type: str
+    cann: str
+    library: str
+    soc: str
+    binaries: int = 0
+    dtypes: str = ""
+    configured: bool = False
+    path: str = ""  # the binary list, else the OpDef file (library-relative)
+    source_id: int | None = None

@@ -37,6 +37,7 @@ from opcheck.db.data import (
     ApiOpRec,
     CatalogData,
     DeprecationRec,
+    EngineSiteRec,
     GraphConverterRec,
     GraphConverterRow,
     GraphPinRec,
@@ -44,6 +45,7 @@ from opcheck.db.data import (
     KernelPathRuleRec,
     KernelSocCheckRec,
     OpAclnnRec,
+    OpBinaryRec,
     OperatorRec,
     PythonRec,
     ReleaseRec,
@@ -189,6 +191,8 @@ TABLES: tuple[Table, ...] = (
     # no reference to release: rules of a tag kept when the catalog has a subset of releases
     Table(t.KernelPathRule, lambda d: d.kernel_path_rules),
     Table(t.KernelSocCheck, lambda d: d.kernel_soc_checks),
+    Table(t.EngineSite, lambda d: d.engine_sites),
+    Table(t.OpBinary, lambda d: d.op_binaries),
 )
 
 
@@ -278,4 +282,7 @@ FILES: tuple[File, ...] = (
     # optional: a snapshot written before the kernel-path facts still reads (path unknown)
     File("kernel_path_rules.tsv", KernelPathRuleRec, "kernel_path_rules", optional=True),
     File("kernel_soc_checks.tsv", KernelSocCheckRec, "kernel_soc_checks", optional=True),
+    # optional: a snapshot written before the engine facts still reads (engine unknown)
+    File("engine_sites.tsv", EngineSiteRec, "engine_sites", optional=True),
+    File("op_binaries.tsv", OpBinaryRec, "op_binaries", optional=True),
 )

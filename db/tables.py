@@ -380,3 +380,35 @@ class KernelSocCheck(CatalogTable, table=True):
     path: str = ""
     line: int = 0
     source_id: int | None = Field(default=None, foreign_key=_SOURCE)
+
+
+class EngineSite(CatalogTable, table=True):
+    """An aclnn function reaching a launch of an op type on an engine (``EngineSiteRec``)."""
+
+    __tablename__ = "engine_site"
+    id: int | None = Field(default=None, primary_key=True)
+    aclnn: str = Field(index=True)
+    cann: str
+    library: str
+    op_type: str = Field(index=True)
+    engine: str = Field(index=True)
+    condition: str = "{\"p\":[],\"t\":[],\"f\":true}"
+    launch: str = ""
+    entry: str = ""
+    source_id: int | None = Field(default=None, foreign_key=_SOURCE)
+
+
+class OpBinary(CatalogTable, table=True):
+    """The kernel binaries an op type ships for one SoC at one CANN version (``OpBinaryRec``)."""
+
+    __tablename__ = "op_binary"
+    id: int | None = Field(default=None, primary_key=True)
+    op_type: str = Field(index=True)
+    cann: str
+    library: str
+    soc: str = Field(index=True)
+    binaries: int = 0
+    dtypes: str = ""
+    configured: bool = False
+    path: str = ""
+    source_id: int | None = Field(default=None, foreign_key=_SOURCE)

@@ -68,6 +68,7 @@ def to_markdown(report: Report, *, environment: Mapping[str, str] | None = None,
             for w in f.workarounds:
                 out.append(f"  - workaround `{w.id}`: {w.title}")
         out.append("")
+    out += _engine(report.ops)
     if all_ops:
         out += _op_table("All ops", report.ops, root, empty="The op list is empty.")
     if report.matrix:
@@ -106,6 +107,25 @@ def _op_table(title: str, ops: Sequence[Finding], root: str, *, empty: str) -> l
                    f"{md_escape(where)} | {first} | {wa} |")
     out.append("")
     return out
+
+
+def _engine(ops: Sequence[Finding]) -> list[str]:
+    """Calls that run on the AI CPU or need a host sync (opcheck.checker.engine)."""
+    rows = []
+    for f in ops:
+        for call in (f.engine or {}).get("calls", []):
+            before = " after a host sync (nonzero)" if call.get("before") else ""
+            if call["engine"] in ("aicpu", "maybe_aicpu") or before:
+                cites = [c for a in call["aclnn"] if a["engine"] != "aicore"
+                         for c in a.get("because", []) or a.get("aicpu_when", [])[:2]]
+                why = "; ".join(f"{c['text']} ({c['at']})" for c in cites[:3])
+                inputs = ", ".join(f"{k}={v}" for k, v in call["inputs"].items())
+                rows.append(f"| `{f.op}` | {md_escape(inputs)} | {call['count']} | "
+                            f"{call['label']}{before} | {md_escape(why)} |")
+    if not rows:
+        return []
+    return ["## Slow paths inside CANN", "", "| op | call | calls | engine | source |",
+            "|---|---|---|---|---|", *rows, ""]
 
 
 def _matrix(matrix: Mapping[str, Any]) -> list[str]:

@@ -32,8 +32,12 @@ def summary_line(report: Report) -> str:
                      f"{'step' if report.mode == 'train' else 'forward'})")
         parts.append(part)
     restricted = sum(1 for f in report.ops if f.restricted)
+    slow = report.slow_paths
+    engine = "".join([
+        f", {slow['aicpu_calls']} AI CPU calls" if slow.get("aicpu_calls") else "",
+        f", {slow['host_syncs']} host syncs (nonzero)" if slow.get("host_syncs") else ""])
     return (f"{report.verdict}: " + ", ".join(parts)
-            + (f", {restricted} restricted" if restricted else ""))
+            + (f", {restricted} restricted" if restricted else "") + engine)
 
 
 def md_escape(text: str) -> str:

@@ -24,12 +24,14 @@ from opcheck.db.data import (
     ApiOpRec,
     ApiSupportRec,
     CatalogData,
+    EngineSiteRec,
     GraphConverterRec,
     GraphPinRec,
     KernelFacts,
     KernelPathRuleRec,
     KernelSocCheckRec,
     OpAclnnRec,
+    OpBinaryRec,
     WorkaroundRec,
     ZooRec,
 )
@@ -103,6 +105,8 @@ def _full() -> CatalogData:
                                                 jit_condition="soc>=Ascend910B1", jit_line=60)]
     full.kernel_soc_checks = [KernelSocCheckRec("aten::_foreach_sqrt", "_foreach_sqrt", "",
                                                 "at::native::foreach_tensor_sqrt_slow")]
+    full.engine_sites = [EngineSiteRec("aclnnIsin", "9.1.0", "ops-math", "IsIn", "aicore")]
+    full.op_binaries = [OpBinaryRec("IsIn", "9.1.0", "ops-math", "ascend910b", 1)]
     return full
 
 
