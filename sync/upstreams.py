@@ -49,8 +49,8 @@ from opcheck.scrapers.releases import CompatTable, MatrixResult, MatrixRow
 from opcheck.scrapers.rows import KernelRow, ReleaseTagRow
 from opcheck.sync.context import Kernels, SyncContext, canonical_url
 from opcheck.sync.contract import AclnnDocs, OpApiSources
-from opcheck.sync.kernel_path import KernelPathRules
 from opcheck.sync.engine import CannBinaries, CannEngine
+from opcheck.sync.kernel_path import KernelPathRules
 from opcheck.sync.sources import Fetched, Source
 from opcheck.sync.sources import walk_files as _walk
 from opcheck.sync.torchair import TorchairConverters
