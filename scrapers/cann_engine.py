@@ -1169,18 +1169,20 @@ def evaluate(f: Formula, call: Call) -> bool | None:
     return True if True in vals else None if None in vals else False
 
 
-def _free_atoms(f: Formula, call: Call, out: list[Formula]) -> None:
+def _free_atoms(f: Formula, call: Call, out: dict[Formula, None]) -> bool:
+    """Collect the undecided atoms of ``f`` into ``out`` (in order); False as soon as there are
+    more than :data:`MAX_FREE` (the caller gives up then, so the walk stops too)."""
     if isinstance(f, Unknown) and f.kind == "opaque":
-        out.append(f)  # stands for many conditions: never split (makes the case count too big)
-        out.extend([f] * MAX_FREE)
-    elif isinstance(f, (Unknown, DtypeIs, DtypeEq)):
-        if evaluate(f, call) is None and f not in out:
-            out.append(f)
-    elif isinstance(f, Not):
-        _free_atoms(f.item, call, out)
-    elif isinstance(f, (And, Or)):
-        for x in f.items:
-            _free_atoms(x, call, out)
+        return False  # stands for many conditions: never split (the case count would explode)
+    if isinstance(f, (Unknown, DtypeIs, DtypeEq)):
+        if f not in out and evaluate(f, call) is None:
+            out[f] = None
+        return len(out) <= MAX_FREE
+    if isinstance(f, Not):
+        return _free_atoms(f.item, call, out)
+    if isinstance(f, (And, Or)):
+        return all(_free_atoms(x, call, out) for x in f.items)
+    return True
 
 
 def _assign(f: Formula, call: Call, values: Mapping[Formula, bool]) -> bool | None:
@@ -1206,10 +1208,10 @@ def holds(f: Formula, call: Call) -> bool | None:
     v = evaluate(f, call)
     if v is not None:
         return v
-    free: list[Formula] = []
-    _free_atoms(f, call, free)
-    if not free or len(free) > MAX_FREE:
+    atoms: dict[Formula, None] = {}
+    if not _free_atoms(f, call, atoms) or not atoms:
         return None
+    free = list(atoms)
     seen: set[bool | None] = set()
     for bits in range(1 << len(free)):
         seen.add(_assign(f, call, {a: bool(bits >> k & 1) for k, a in enumerate(free)}))
