@@ -62,16 +62,19 @@ def canonical(text: str, *, default_namespace: str | None = "aten") -> str:
     return str(OpName.parse(text, default_namespace=default_namespace))
 
 
-def split_top_level(text: str) -> list[str]:
+def split_top_level(text: str, *, angles: bool = True) -> list[str]:
     """The comma-separated items of an argument list (a schema's, a C++ signature's) outside
-    any brackets (``<>``, ``()``, ``[]``, ``{}``), stripped; empty items dropped."""
+    any brackets (``<>``, ``()``, ``[]``, ``{}``), stripped; empty items dropped.
+    ``angles=False`` for the arguments of a C++ call, where ``<`` and ``>`` are comparisons as
+    often as template brackets."""
+    opening, closing = ("<([{", ">)]}") if angles else ("([{", ")]}")
     out: list[str] = []
     depth = 0
     buf: list[str] = []
     for ch in text:
-        if ch in "<([{":
+        if ch in opening:
             depth += 1
-        elif ch in ">)]}":
+        elif ch in closing:
             depth -= 1
         if ch == "," and depth == 0:
             out.append("".join(buf))

@@ -10,6 +10,8 @@ from functools import lru_cache
 
 from sqlalchemy import Engine, bindparam, text
 
+from opcheck.db.reads import has_rows
+
 
 @dataclass(frozen=True)
 class SiteRow:
@@ -39,12 +41,7 @@ class BinaryRow:
 
 @lru_cache(maxsize=8)  # per engine: a catalog file never changes under an engine
 def has_engine_facts(engine: Engine) -> bool:
-    with engine.connect() as conn:
-        names = {r[0] for r in conn.execute(text(
-            "SELECT name FROM sqlite_master WHERE type = 'table'"))}
-        if not {"engine_site", "op_binary"} <= names:
-            return False
-        return bool(conn.execute(text("SELECT COUNT(*) FROM engine_site")).scalar_one())
+    return has_rows(engine, ("engine_site", "op_binary"))
 
 
 def site_rows(engine: Engine, functions: Sequence[str]) -> dict[str, list[SiteRow]]:

@@ -16,6 +16,7 @@ from functools import lru_cache
 from sqlalchemy import Engine, bindparam, text
 
 from opcheck.core.versions import CANN_HEAD
+from opcheck.db.reads import has_rows
 
 HEAD = CANN_HEAD  # a library documented at a commit, not a release tag
 
@@ -94,13 +95,7 @@ class FunctionDoc:
 @lru_cache(maxsize=8)  # per engine: a catalog file never changes under an engine
 def has_contract(engine: Engine) -> bool:
     """Whether the catalog holds the aclnn tables with rows (older catalogs do not)."""
-    with engine.connect() as conn:
-        names = {r[0] for r in conn.execute(text(
-            "SELECT name FROM sqlite_master WHERE type = 'table'"))}
-        if not {"aclnn_function", "op_aclnn"} <= names:
-            return False
-        count: int = conn.execute(text("SELECT COUNT(*) FROM aclnn_function")).scalar_one()
-        return count > 0
+    return has_rows(engine, ("aclnn_function", "op_aclnn"))
 
 
 def documented_canns(engine: Engine) -> list[str]:

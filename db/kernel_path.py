@@ -13,18 +13,13 @@ from dataclasses import fields
 from sqlalchemy import Engine, text
 
 from opcheck.db.data import KernelPathRuleRec, KernelSocCheckRec
+from opcheck.db.reads import has_rows
 
 _TABLES = ("kernel_path_rule", "kernel_soc_check")
 
 
 def has_kernel_path(engine: Engine) -> bool:
-    with engine.connect() as conn:
-        names = {r[0] for r in conn.execute(text(
-            "SELECT name FROM sqlite_master WHERE type = 'table'"))}
-        if not set(_TABLES) <= names:
-            return False
-        n: int = conn.execute(text("SELECT COUNT(*) FROM kernel_path_rule")).scalar_one()
-        return n > 0
+    return has_rows(engine, _TABLES)
 
 
 def rules(engine: Engine) -> dict[str, KernelPathRuleRec]:

@@ -36,6 +36,18 @@ def api_products(engine: Engine) -> list[str]:
             "SELECT DISTINCT hardware FROM api_support WHERE hardware != '' ORDER BY hardware"))]
 
 
+def has_rows(engine: Engine, tables: tuple[str, ...]) -> bool:
+    """Whether every table of a group a newer opcheck added exists and the first holds rows
+    (older catalogs lack the group, or have it empty)."""
+    with engine.connect() as conn:
+        names = {r[0] for r in conn.execute(text(
+            "SELECT name FROM sqlite_master WHERE type = 'table'"))}
+        if not set(tables) <= names:
+            return False
+        first = conn.execute(text(f"SELECT 1 FROM {tables[0]} LIMIT 1")).first()
+        return first is not None
+
+
 def has_api_docs(engine: Engine) -> bool:
     """Both per-API tables exist (catalogs written before them lack both: added together)."""
     with engine.connect() as conn:

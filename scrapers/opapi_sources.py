@@ -306,26 +306,8 @@ def _call_args(body: str, start: int) -> tuple[str, ...] | None:
             if depth == 0:
                 # "<" and ">" are comparisons as often as template brackets inside a call:
                 # only (), [] and {} nest here
-                return tuple(_split_args(body[start:j]))
+                return tuple(split_top_level(body[start:j], angles=False))
     return None
-
-
-def _split_args(text: str) -> list[str]:
-    out: list[str] = []
-    depth = 0
-    buf: list[str] = []
-    for ch in text:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(buf))
-            buf = []
-        else:
-            buf.append(ch)
-    out.append("".join(buf))
-    return [a for a in (x.strip() for x in out) if a]
 
 
 def _leading_newlines(code: str, pos: int) -> int:
