@@ -17,14 +17,15 @@ PACKAGE_DIRS := $(shell find $(PACKAGES) -type d -not -name __pycache__ 2>/dev/n
 
 install: $(STAMP)
 
-# torch==2.13.0 is named explicitly so pip takes the CPU wheel on disk and never resolves
-# a CUDA build for the `trace` extra. -qq: pip's errors only (a failed install still says why
-# and stops make), so `make demo` is quiet until the report.
-$(STAMP): pyproject.toml $(PACKAGE_DIRS)
+# torch is pinned in constraints.txt (the pin users add their own packages with) so pip takes
+# the CPU wheel on disk and never resolves a CUDA build for the `trace` extra. -qq: pip's
+# errors only (a failed install still says why and stops make), so `make demo` is quiet until
+# the report.
+$(STAMP): pyproject.toml constraints.txt $(PACKAGE_DIRS)
 	@echo "== installing opcheck[trace,serve,dev] and torch (CPU) into $(VENV)"
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@$(BIN)/python -m pip install -qq --upgrade pip
-	@$(BIN)/python -m pip install -qq -e '.[trace,serve,dev]' 'torch==2.13.0' \
+	@$(BIN)/python -m pip install -qq -e '.[trace,serve,dev]' torch -c constraints.txt \
 		--config-settings editable_mode=strict
 	@touch $(STAMP)
 

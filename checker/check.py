@@ -33,6 +33,7 @@ class WorkaroundRef:
     title: str
     kind: str = ""
     url: str = ""  # where the entry lives (file path or link)
+    fix: str = ""  # the entry's fix (Markdown): the markdown report carries it whole
 
 
 @dataclass(frozen=True)

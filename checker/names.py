@@ -34,6 +34,9 @@ class NameMatch:
     ops: list[str] = field(default_factory=list)
     name: str = ""  # the op, API or function the query was read as
     suggestions: list[str] = field(default_factory=list)
+    # CompositeImplicitAutograd ops the API calls, each with the backend ops it runs as where
+    # no kernel takes it whole (inferred from the op names: ``grid_sampler`` → ``grid_sampler_2d``)
+    decomposed: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def single(self) -> str:
@@ -43,6 +46,10 @@ class NameMatch:
         if self.kind == "overloads":
             return f"{self.name} has {len(self.ops)} overload{'s' if len(self.ops) > 1 else ''}"
         if self.kind == "api":
+            if self.decomposed:
+                runs = "; ".join(f"{cia}, which runs as {' or '.join(parts)} where no "
+                                 "kernel takes it whole" for cia, parts in self.decomposed.items())
+                return f"{self.name} calls {runs} (inferred from the op names)"
             return f"{self.name} calls {len(self.ops)} ATen op(s)"
         if self.kind == "aclnn":
             return f"{len(self.ops)} op(s) call {self.name}"
@@ -86,6 +93,54 @@ class Names:
             out.setdefault(op.split("::", 1)[-1].split(".", 1)[0], []).append(op)
         return out
 
+    @functools.cached_property
+    def _tails(self) -> dict[str, list[str]]:
+        """``grid_sample`` → the APIs of that last name (``torch.nn.functional.grid_sample``),
+        torch.* first, then nn.functional, then methods: what a bare name most likely means."""
+        out: dict[str, list[str]] = {}
+        for api in self.apis:
+            out.setdefault(api.rsplit(".", 1)[-1], []).append(api)
+
+        def rank(api: str) -> tuple[int, str]:
+            order = ("torch.", "torch.nn.functional.", "Tensor.", "torch.nn.")
+            head = api.rsplit(".", 1)[0] + "."
+            return (order.index(head) if head in order else len(order), api)
+
+        return {k: sorted(v, key=rank) for k, v in out.items()}
+
+    def _api(self, query: str, api: str) -> NameMatch:
+        """An API's ops; a CompositeImplicitAutograd op (which the NPU receives decomposed on
+        every release without a kernel for it) is followed by the backend ops of its name
+        (``grid_sampler`` → ``grid_sampler_2d``, ``grid_sampler_3d``): inferred from the
+        names, and said so by ``describe``."""
+        ops = list(self.apis[api])
+        decomposed: dict[str, list[str]] = {}
+        for op in self.apis[api]:
+            info = self.cat.operators.get(op)
+            if info is None or info.kernel_kind != "CompositeImplicitAutograd":
+                continue
+            base = op.split("::", 1)[-1].split(".", 1)[0]
+            parts = [o for o in self._short_after(base) if o not in ops]
+            if parts:
+                decomposed[op] = parts
+                ops += parts
+        return NameMatch(query, "api", ops, api, decomposed=decomposed)
+
+    def _short_after(self, base: str) -> list[str]:
+        """The per-rank backend ops of a composite's name (``grid_sampler`` →
+        ``grid_sampler_2d``, ``grid_sampler_3d``): not composite, no out= variant."""
+        out = []
+        rank = re.compile(rf"^{re.escape(base)}_?[123]d$")
+        for short, ops in self._short.items():
+            if not rank.match(short):
+                continue
+            for o in ops:
+                info = self.cat.operators.get(o)
+                if (o.startswith("aten::") and not o.endswith(".out") and info is not None
+                        and not info.kernel_kind.startswith("Composite")):
+                    out.append(o)
+        return sorted(out)
+
     def match(self, query: str) -> NameMatch:
         q = query.strip()
         if not q:
@@ -105,23 +160,27 @@ class Names:
             if q.startswith(short):
                 api = full + q[len(short):]
                 if api in self.apis:
-                    return NameMatch(query, "api", self.apis[api], api)
+                    return self._api(query, api)
         for api in (q, "torch." + q):
             if api in self.apis:
-                return NameMatch(query, "api", self.apis[api], api)
+                return self._api(query, api)
         if "." in q and "::" not in q:
             # a method the docs list only as a function (Tensor.isin → torch.isin), or an API
             # the docs do not list at all: the ATen op of the same name
             last = q.rsplit(".", 1)[1]
             if "torch." + last in self.apis:
-                return NameMatch(query, "api", self.apis["torch." + last], "torch." + last)
+                return self._api(query, "torch." + last)
             if last in self._short:
                 return NameMatch(query, "overloads", self._short[last], f"aten::{last}")
-        fn = self.aclnn.get(q.lower())
-        if fn:
-            return NameMatch(query, "aclnn", sorted(set(fn)), q)
+        for fn_name in (q, "aclnn" + q):  # aclnnGridSampler2D, or without its prefix
+            fn = self.aclnn.get(fn_name.lower())
+            if fn:
+                return NameMatch(query, "aclnn", sorted(set(fn)), fn_name)
         if q in self._short:  # a name without namespace in another namespace (npu_gelu)
             return NameMatch(query, "overloads", self._short[q], q)
+        if "." not in q and ":" not in q and q in self._tails:
+            # a bare Python name (grid_sample): the API of that name
+            return self._api(query, self._tails[q][0])
         return NameMatch(query, "none", suggestions=self.suggest(q))
 
     def suggest(self, q: str) -> list[str]:

@@ -34,11 +34,20 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: Annotated[bool, typer.Option(
-        "--version", callback=_print_version, is_eager=True,
+        "--version", "-V", callback=_print_version, is_eager=True,
         help="Print opcheck's version and exit.")] = False,
 ) -> None:
-    pass
+    # [tool.opcheck] in the nearest pyproject.toml: the defaults of `check` and `run`, which
+    # their own options override (Click's default_map)
+    from opcheck.cli import config
+    from opcheck.cli.common import handle_errors
+
+    with handle_errors():
+        found = config.load()
+    if found.values:
+        ctx.default_map = {**(ctx.default_map or {}), **found.default_map()}
 
 
 def _register() -> None:
@@ -74,7 +83,7 @@ def route(argv: list[str]) -> list[str]:
     if not argv:
         return argv
     first = argv[0]
-    if first in ("--help", "-h", "--version"):
+    if first in ("--help", "-h", "--version", "-V"):
         return argv
     if first.startswith("-") or first not in command_names():
         return ["check", *argv]

@@ -144,10 +144,27 @@ def op(
             console.print(f"{n} older release{' has' if n == 1 else 's have'} no kernel list "
                           f"in the catalog ({span})", style="dim")
         _print_history_extras(console, hist.to_json())
+        _print_workarounds(console, cat, hist.workarounds)
         newest = next((paths[h.release.torch_npu] for h in reversed(rows)
                        if h.release.torch_npu in paths), None)
         if newest is not None:
             console.print(f"path on {hardware}, newest release: {newest.path}: {newest.why}")
+
+
+def _print_workarounds(console: Any, cat: Any, ids: list[str]) -> None:
+    """The op's workaround entries, each with its fix's first line."""
+    from rich.markup import escape
+
+    from opcheck.checker.formats.text import FixHint
+    from opcheck.contrib.workarounds import entry_detail
+
+    if not ids:
+        return
+    console.print(f"workarounds ({len(ids)}; `opcheck workaround show ID` prints one whole):")
+    for i in ids:
+        d = entry_detail(cat, i)
+        hint = FixHint(d.id, d.title, d.fix, tuple(d.ops))
+        console.print(f"  {escape(d.id)} ({escape(d.kind)}): {escape(hint.summary)}")
 
 
 def _print_history_extras(console: Any, doc: dict[str, Any]) -> None:

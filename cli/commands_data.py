@@ -155,6 +155,89 @@ def schema_cmd(
             write_output(output, text)
 
 
+@workaround_app.command("show")
+def show_cmd(
+    entry_id: Annotated[str, typer.Argument(metavar="ID", help="Entry id, as reports list it (e.g. isin-tensor-tensor-rewrite)")],
+    fmt: FormatOpt = "table",
+    catalog: CatalogOpt = None,
+) -> None:
+    """One entry whole: the problem, the fix, its rewrite code, the releases and products it
+    applies to, how it was verified, and its sources."""
+    with handle_errors():
+        from opcheck.cli.common import open_catalog
+        from opcheck.contrib.workarounds import entry_detail
+        from opcheck.core.errors import UsageError
+        from opcheck.db.catalog import Catalog
+
+        if fmt not in ("table", "json"):
+            raise UsageError(f"unknown format {fmt!r} (choose from table, json)")
+        d = entry_detail(Catalog.load(open_catalog(catalog)), entry_id)
+        if fmt == "json":
+            typer.echo(json.dumps({"schema_version": 1, **d.as_dict()}, indent=2,
+                                  ensure_ascii=False))
+            return
+        from opcheck.cli.render import print_entry
+
+        print_entry(d)
+
+
+def fix(
+    name: Annotated[str, typer.Argument(help="The op of a finding (aten::isin.Tensor_Tensor, isin, torch.isin, F.grid_sample)")],
+    torch_npu: Annotated[str | None, typer.Option("--torch-npu", help="Release the fix is for, e.g. 2.1.0.post4 or 2.1 (default as for check)", show_default=False)] = None,
+    hardware: Annotated[str | None, typer.Option("--hardware", help="Only entries for this product (910A, 910B, 910C, 310P, 310B, 950)", show_default=False)] = None,
+    fmt: FormatOpt = "table",
+    catalog: CatalogOpt = None,
+) -> None:
+    """The fixes for an op on the target release: every workaround entry that applies there,
+    printed whole (`opcheck workaround show ID` prints one). Exit 1 when there is none."""
+    found = False
+    with handle_errors():
+        from opcheck.checker.names import Names
+        from opcheck.checker.queries import select_target
+        from opcheck.cli.commands_check import _installed_torch
+        from opcheck.cli.common import open_catalog
+        from opcheck.contrib.workarounds import entry_detail, workaround_lookup
+        from opcheck.core.errors import UsageError
+        from opcheck.db.catalog import Catalog
+
+        if fmt not in ("table", "json"):
+            raise UsageError(f"unknown format {fmt!r} (choose from table, json)")
+        cat = Catalog.load(open_catalog(catalog))
+        match = Names(cat).match(name)
+        if match.kind == "none":
+            hint = f"; did you mean {', '.join(match.suggestions)}?" if match.suggestions else ""
+            raise UsageError(f"{match.describe()}{hint}")
+        if torch_npu:
+            torch_npu = release_arg(cat, torch_npu)
+        target = select_target(cat, torch_npu=torch_npu, installed_torch=_installed_torch())
+        lookup = workaround_lookup(cat, hardware)
+        ids = list(dict.fromkeys(w.id for op in match.ops for w in lookup(op, target)))
+        found = bool(ids)
+        details = [entry_detail(cat, i) for i in ids]
+        if fmt == "json":
+            typer.echo(json.dumps({"schema_version": 1, "query": name, "ops": match.ops,
+                                   "torch_npu": target.torch_npu, "hardware": hardware,
+                                   "workarounds": [d.as_dict() for d in details]},
+                                  indent=2, ensure_ascii=False))
+        else:
+            from opcheck.cli.render import print_entry
+
+            what = match.single or match.name or name
+            if not details:
+                typer.echo(f"no workaround entry for {what} on torch_npu {target.torch_npu}"
+                           + (f" on {hardware}" if hardware else "")
+                           + f" (`opcheck op {name}` shows its status per release)", err=True)
+            else:
+                typer.echo(f"{len(details)} fix{'es' if len(details) > 1 else ''} for {what} "
+                           f"on torch_npu {target.torch_npu}", err=True)
+            for i, d in enumerate(details):
+                if i:
+                    typer.echo("")
+                print_entry(d)
+    if not found:
+        raise typer.Exit(1)
+
+
 def explain(
     log: Annotated[str, typer.Argument(help="A torch_npu/CANN log file, or - for stdin")] = "-",
     torch_npu: Annotated[str | None, typer.Option("--torch-npu", help="Release to judge the ops against, e.g. 2.6.0.post5 or 2.6 (default as for check)", show_default=False)] = None,
@@ -290,3 +373,4 @@ def _print_explained(rep: Any) -> None:
 def register(app: typer.Typer) -> None:
     app.add_typer(workaround_app, name="workaround")
     app.command()(explain)
+    app.command()(fix)

@@ -243,6 +243,23 @@ def show_grid(grid: Grid, fmt: str = "table", *, file: TextIO | None = None,
     draw_grid(grid, con, w)
 
 
+def fit_text(text: str, width: int | None) -> str:
+    """Plain text for a terminal ``width`` wide: a longer line is wrapped at spaces, its
+    continuation indented under it (an id longer than the line runs on, never splits); piped
+    (None), unchanged."""
+    if width is None:
+        return text
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip(" ")) + 4)
+        out += textwrap.wrap(line, width=max(width - 1, 20), subsequent_indent=indent,
+                             break_long_words=False, break_on_hyphens=False) or [line]
+    return "\n".join(out)
+
+
 def console_for(file: TextIO, width: int | None) -> Console:
     """A console writing to ``file`` at ``width`` (None: piped, lines never wrapped)."""
     con = _console_class()(file=file, width=width or 10_000)
@@ -259,21 +276,25 @@ def report_grid(report: object, *, all_ops: bool = False) -> Grid:
 
     assert isinstance(report, Report)
     root = report_root(report)
+    shown = report.ops if all_ops else report.problems
+    # the kernel path per product, a column of its own (free text under the row when narrow:
+    # in the status cell it made the row 100+ characters wide)
+    paths = any(f.path for f in shown)
     grid = Grid([
         Column("op"), Column("status", style=status_style), Column("calls"),
+        *([Column("kernel path", wrap=True, compact=False)] if paths else []),
         Column("dtypes", wrap=True, compact=False), Column("where", wrap=True, compact=False),
         Column("first NPU release", compact=False), Column("workarounds", compact=False),
     ], title="ops" if all_ops else "problems")
-    for f in (report.ops if all_ops else report.problems):
+    for f in shown:
         first = f.first_npu_release or (f"{f.first_npu_release_any}*" if f.first_npu_release_any
                                         else "none")
         if f.status.runs_on_npu and not f.restricted:
             first = ""
         where = "\n".join(relative_location(x, root) for x in (f.locations or f.modules)[:2])
-        path = f" · {brief(f.path)}" if f.path else ""  # the kernel path per product
-        grid.add(f.op, f.status.value + (" (restricted)" if f.restricted else "") + path,
-                 str(f.count), " ".join(f.dtypes), where, first,
-                 "\n".join(w.id for w in f.workarounds))
+        grid.add(f.op, f.status.value + (" (restricted)" if f.restricted else ""),
+                 str(f.count), *([brief(f.path) if f.path else ""] if paths else []),
+                 " ".join(f.dtypes), where, first, "\n".join(w.id for w in f.workarounds))
     return grid
 
 
@@ -301,6 +322,53 @@ def matrix_grid(matrix: dict[str, object]) -> tuple[Grid, list[str]]:
                   "cells: npu, comp(osite), cpu (fallback), NO (unsupported), ? (unknown), "
                   "– (not received)")
     return grid, legend
+
+
+def _grid_width(grid: Grid) -> int:
+    """The width of the matrix drawn as columns (two spaces between columns)."""
+    return sum(_id_width(grid, i) for i in range(len(grid.columns))) + 2 * (len(grid.columns) - 1)
+
+
+def _draw_op_runs(matrix: dict[str, object], con: Console, width: int, *,
+                  target: str = "") -> None:
+    """The matrix one op at a time when its columns do not fit the terminal: each op that
+    is not on the NPU somewhere, then its statuses over runs of consecutive releases."""
+    from rich.text import Text
+
+    from opcheck.checker.formats.text import matrix_groups, matrix_rows, op_runs
+
+    shown, clean = matrix_rows(matrix_groups(matrix))
+    con.print(Text("every release, per op (runs of consecutive releases with one status):",
+                   style="italic"), no_wrap=True, overflow="ignore", crop=False)
+    for op, runs in op_runs(matrix, shown).items():
+        con.print(Text(op, style="bold"), no_wrap=True, overflow="ignore", crop=False)
+        cell_w = max(len(_run_word(r.status)) for r in runs)
+        for r in runs:
+            word = _run_word(r.status)
+            n = len(r.releases)
+            text = Text("  ")
+            text.append(word.ljust(cell_w), style=_matrix_style(word) if r.status else "dim")
+            label = (f"  {r.label}" + (f" ({n} releases)" if n > 1 else "")
+                     + ("  ◀ target" if target in r.releases else ""))
+            for i, part in enumerate(textwrap.wrap(label, width=max(width - 3 - cell_w, 20),
+                                                   break_long_words=False,
+                                                   break_on_hyphens=False)):
+                if i:
+                    text = Text(" " * (2 + cell_w) + "  " + part.strip())
+                else:
+                    text.append(part)
+                con.print(text, no_wrap=True, overflow="ignore", crop=False)
+    legend = (f"{clean} other ops run on the NPU in every release that receives them. "
+              "npu, comp(osite), cpu (fallback), NO (unsupported), ? (unknown), "
+              "– (the release does not receive the op)")
+    for line in textwrap.wrap(legend, width=width - 1, break_long_words=False):
+        con.print(Text(line, style="dim"), no_wrap=True, overflow="ignore", crop=False)
+
+
+def _run_word(status: str) -> str:
+    from opcheck.checker.formats.text import matrix_cell
+
+    return matrix_cell(status)
 
 
 def _matrix_style(cell: str) -> str:
@@ -345,18 +413,54 @@ def render_report(report: object, console: object | None = None, *,
                     what = (f"not supported on {r.hardware}" if r.unsupported
                             else f"{', '.join(r.dtypes_seen_outside)} outside: {r.text}")
                     con.print(f"restricted {f.op} via {r.api}: {escape(what)}  {r.link}")
+        _print_fixes(report, con, w)
     if report.matrix:
         m = report.matrix
         grid, legend = matrix_grid(m)
-        if grid.rows:
-            draw_grid(grid, con, w)
-        for line in legend:
-            con.print(escape(line), style="dim")
+        if w is None or _grid_width(grid) <= w:
+            if grid.rows:
+                draw_grid(grid, con, w)
+            for line in legend:
+                for part in [line] if w is None else textwrap.wrap(
+                        line, width=w - 1, subsequent_indent="  ", break_long_words=False,
+                        break_on_hyphens=False):
+                    con.print(escape(part), style="dim", no_wrap=True, overflow="ignore",
+                              crop=False)
+            star = " (G*)"
+        else:
+            _draw_op_runs(m, con, w, target=str(report.target.get("torch_npu", "")))
+            star = ""
         oldest = m.get("oldest_full_npu_release") or "none"
         con.print(f"oldest release running the whole model on the NPU: [bold]{oldest}[/bold]"
-                  + (" (G*)" if oldest != "none" else ""))
+                  + (star if oldest != "none" else ""))
     for n in report.notes:
         con.print(f"note: {escape(n)}")
+
+
+def _print_fixes(report: object, con: Console, width: int | None) -> None:
+    """Each workaround the problems name: the fix's first line and the command printing it
+    whole, wrapped to the terminal (never when piped: an id must stay greppable)."""
+    from rich.text import Text
+
+    from opcheck.checker.check import Report
+    from opcheck.checker.formats.text import fix_hints
+
+    assert isinstance(report, Report)
+    hints = fix_hints(report)
+    if not hints:
+        return
+    head = ("fixes (`opcheck workaround show ID` prints one whole, `opcheck fix OP` those "
+            "for an op):")
+    for line in [head] if width is None else textwrap.wrap(head, width=max(width - 1, 20)):
+        con.print(Text(line, style="bold"), no_wrap=True, overflow="ignore", crop=False)
+    for h in hints:
+        ops = ", ".join(h.ops[:3]) + (f" +{len(h.ops) - 3}" if len(h.ops) > 3 else "")
+        text = f"{h.id} ({ops}): {h.summary}"
+        lines = ([text] if width is None else textwrap.wrap(
+            text, width=max(width - 1, 20), initial_indent="  ", subsequent_indent="    ",
+            break_long_words=False, break_on_hyphens=False))
+        for line in lines:
+            con.print(Text(line), no_wrap=True, overflow="ignore", crop=False)
 
 
 @contextlib.contextmanager
@@ -383,3 +487,37 @@ def progress(label: str, *, quiet: bool = False) -> Iterator[Callable[[str], Non
             bar.update(task, description=escape(f"{label}: {message}" if message else label))
 
         yield update
+
+
+def print_entry(d: object) -> None:
+    """One workaround entry whole (``opcheck workaround show``, ``opcheck fix``): plain text,
+    the fix and the rewrite code as written (Markdown, code blocks copyable)."""
+    import textwrap as tw
+
+    import typer
+
+    from opcheck.contrib.workarounds import EntryDetail
+
+    assert isinstance(d, EntryDetail)
+    ranges = ", ".join(
+        f"{r.get('min') or 'any'} – {r.get('max') or 'newest'}" for r in d.releases) or "every release"
+    lines = [f"{d.id}: {d.title}", f"kind: {d.kind}"]
+    if d.ops:
+        lines.append(f"ops: {', '.join(d.ops)}")
+    lines.append(f"applies to: torch_npu {ranges}; hardware: {', '.join(d.hardware) or 'all'}")
+    if d.fixed_in or d.cann_min:
+        lines.append("fixed in: " + ", ".join(x for x in (
+            f"torch_npu {d.fixed_in}" if d.fixed_in else "",
+            f"CANN {d.cann_min}" if d.cann_min else "") if x))
+    lines += ["", "problem:", tw.indent(tw.fill(d.problem.replace("\n", " "), 88), "  "),
+              "", "fix:", tw.indent(d.fix.rstrip(), "  ")]
+    if d.env:
+        lines += ["", "environment:", *(f"  export {k}={v}" for k, v in d.env.items())]
+    if d.rewrite_code:
+        lines += ["", f"rewrite of {d.rewrite_api} (replacement() takes its arguments):",
+                  tw.indent(d.rewrite_code.rstrip(), "  ")]
+    lines += ["", "verification:", tw.indent(tw.fill(d.verification, 88), "  "),
+              "sources:", *(f"  {s}" for s in d.sources)]
+    if d.path:
+        lines.append(f"entry: {d.path}")
+    typer.echo("\n".join(lines))

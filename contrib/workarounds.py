@@ -655,9 +655,85 @@ def workaround_lookup(cat: Catalog, hardware: str | None = None) -> WorkaroundLo
         if not hardware_matches(w.hardware.split(","), hardware):
             continue
         applies = AppliesTo(releases=[ReleaseRange(**r) for r in json.loads(w.releases or "[]")])
-        by_op[w.op].append((WorkaroundRef(w.id, w.title, w.kind, w.path), applies))
+        by_op[w.op].append((WorkaroundRef(w.id, w.title, w.kind, w.path, w.fix), applies))
 
     def lookup(op: str, release: ReleaseInfo) -> list[WorkaroundRef]:
         return [ref for ref, applies in by_op.get(op, []) if applies.contains(release.torch_npu)]
 
     return lookup
+
+
+# ---------------------------------------------------------------------------- one entry, whole
+
+
+@dataclass(frozen=True)
+class EntryDetail:
+    """What ``opcheck workaround show`` and ``opcheck fix`` print: one entry whole, as the
+    catalog holds it, plus its rewrite code when the entry's file is at hand."""
+
+    id: str
+    title: str
+    kind: str
+    problem: str
+    fix: str
+    ops: list[str]
+    releases: list[dict[str, str]]  # the applies_to ranges (min / max); empty: every release
+    hardware: list[str]
+    fixed_in: str
+    cann_min: str
+    env: dict[str, str]
+    rewrite_api: str
+    rewrite_code: str
+    sources: list[str]
+    author: str
+    last_verified: str
+    path: str
+
+    @property
+    def verification(self) -> str:
+        """How the entry was checked, in one sentence."""
+        who = f"last verified {self.last_verified or '?'} by {self.author or '?'}"
+        if self.rewrite_api:
+            return (f"{who}; the rewrite of {self.rewrite_api} is run against the original on "
+                    f"the CPU with edge cases, and its ops are checked to run on the NPU on every "
+                    f"release it applies to (rerun: opcheck workaround verify {self.id})")
+        if self.path == "op-plugin deprecated.yaml":
+            return f"{who} (generated from op-plugin's deprecated.yaml, not hand-verified)"
+        return f"{who}; no executable rewrite: checked against its sources by a reviewer"
+
+    def as_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {**asdict(self), "verification": self.verification}
+
+
+def entry_detail(cat: Catalog, entry_id: str, folder: Path | None = None) -> EntryDetail:
+    """The catalog's entry ``entry_id`` (``UsageError`` naming close ids when there is none)."""
+    import difflib
+
+    from opcheck.db import reads
+
+    rows = {w.id: w for w in reads.workarounds(cat.engine)}
+    w = rows.get(entry_id.strip())
+    if w is None:
+        close = difflib.get_close_matches(entry_id, list(rows), n=5, cutoff=0.5)
+        hint = (f"; did you mean {', '.join(close)}?" if close
+                else " (`opcheck op OP` lists an op's entries)")
+        raise UsageError(f"no workaround entry {entry_id!r}{hint}")
+    ops = sorted({r.op for r in reads.workaround_ops(cat.engine) if r.id == w.id})
+    code = ""
+    if w.rewrite_api:
+        path = (folder or default_workarounds_dir()) / f"{w.id}.yaml"
+        try:
+            entry = load_file(path)
+            code = entry.rewrite.code if entry.rewrite else ""
+        except (OSError, CatalogError):
+            code = ""  # the catalog came from elsewhere: its facts still stand
+    return EntryDetail(
+        id=w.id, title=w.title, kind=w.kind, problem=w.problem, fix=w.fix, ops=ops,
+        releases=json.loads(w.releases or "[]"),
+        hardware=[h for h in w.hardware.split(",") if h],
+        fixed_in=w.fixed_in, cann_min=w.cann_min, env=json.loads(w.env or "{}"),
+        rewrite_api=w.rewrite_api, rewrite_code=code,
+        sources=[s for s in w.sources.split("\n") if s], author=w.author,
+        last_verified=w.last_verified, path=w.path)

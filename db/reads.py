@@ -197,13 +197,14 @@ class WorkaroundOpRow(NamedTuple):
     path: str
     releases: str  # JSON list of release ranges
     hardware: str  # slugs, comma-separated ("all": every product)
+    fix: str = ""  # Markdown
 
 
 def workaround_ops(engine: Engine) -> list[WorkaroundOpRow]:
     """Each op a workaround names, with the workaround's facts, by workaround id."""
     with engine.connect() as conn:
         rows = conn.execute(text(
-            "SELECT o.op, w.id, w.title, w.kind, w.path, w.releases, w.hardware "
+            "SELECT o.op, w.id, w.title, w.kind, w.path, w.releases, w.hardware, w.fix "
             "FROM workaround_op o "
             "JOIN workaround w ON w.id = o.workaround_id ORDER BY w.id"))
         return [WorkaroundOpRow(*(str(v) if v is not None else "" for v in r)) for r in rows]

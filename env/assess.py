@@ -304,6 +304,20 @@ def assess(inv: Inventory, cat: Catalog) -> Assessment:
                         f"no torch_npu release in the matrix is built for torch "
                         f"{inv.torch.version}{hint}"))
 
+    if inv.torch is not None and inv.torch_build == "cuda" and not inv.cuda_present:
+        add(Finding("torch", EnvStatus.WARNING,
+                    f"torch {inv.torch.version} is a CUDA build and this machine has no CUDA "
+                    "(no nvidia-smi, no /dev/nvidiactl): a `pip install` of another package "
+                    "probably replaced the CPU build; reinstall it with the project's "
+                    "constraints (README: Adding a script's dependencies)"))
+    if (inv.torch is not None and inv.project_torch
+            and not same_torch(inv.torch.version, inv.project_torch)):
+        add(Finding("torch", EnvStatus.WARNING,
+                    f"opcheck's environment was set up with torch {inv.project_torch} "
+                    f"({inv.project_constraints}) and now has torch {inv.torch.version}: the "
+                    "default target moved with it; `pip install PKG -c "
+                    f"{inv.project_constraints}` keeps torch, `make install` restores it"))
+
     # CANN
     for var, value in inv.stale_env:
         add(Finding("cann", EnvStatus.WARNING, f"{var}={value} does not exist (stale set_env.sh?)"))

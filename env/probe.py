@@ -20,7 +20,11 @@ Nothing here knows the release matrix: :mod:`opcheck.env.assess` judges the inve
       "npu_smi": {"path", "driver_version", "chips": [str], "error"} | null,
       "devices": ["davinci0", ...],
       "environment": {"ASCEND_HOME_PATH": "...", ...},
-      "problems": [str]                    # files that exist but could not be read
+      "problems": [str],                   # files that exist but could not be read
+      "torch_build": "cuda" | "cpu" | "",  # from torch's version (+cu121, +cpu), nvidia-* deps
+      "cuda_present": bool,                # nvidia-smi on PATH or /dev/nvidiactl
+      "project_torch": str,                # opcheck's own .venv: the torch constraints.txt pins
+      "project_constraints": str           # ... and that file ("" elsewhere)
     }
     Found = {"version": str, "source": str}
     CannInstall = {"version", "kind": "toolkit|nnae", "root", "source", "origin"}
@@ -55,6 +59,9 @@ class CommandResult:
 Runner = Callable[[Sequence[str]], CommandResult]
 Which = Callable[[str], str | None]
 MetadataVersion = Callable[[str], str]
+MetadataRequires = Callable[[str], list[str] | None]
+# `make install` pins the torch of opcheck's own environment here (the repository root)
+CONSTRAINTS = "constraints.txt"
 
 
 def run_command(argv: Sequence[str]) -> CommandResult:
@@ -140,6 +147,14 @@ class Inventory:
     # env vars naming a CANN root that does not exist: (var, value)
     stale_env: list[tuple[str, str]] = field(default_factory=list)
     searched: list[str] = field(default_factory=list)
+    # the installed torch's build: "cuda" (a +cuXXX version or nvidia-* requirements),
+    # "cpu" (+cpu), "" (neither: a build for another device, or unknown)
+    torch_build: str = ""
+    cuda_present: bool = False  # nvidia-smi on PATH or /dev/nvidiactl
+    # when this is opcheck's own environment (`make install`'s .venv): the torch pin of
+    # its constraints file, and that file
+    project_torch: str = ""
+    project_constraints: str = ""
 
     @property
     def python_minor(self) -> str:
@@ -162,6 +177,10 @@ class Inventory:
             "devices": list(self.devices),
             "environment": dict(self.environment),
             "problems": list(self.problems),
+            "torch_build": self.torch_build,
+            "cuda_present": self.cuda_present,
+            "project_torch": self.project_torch,
+            "project_constraints": self.project_constraints,
         }
 
 
@@ -390,6 +409,40 @@ def _package(name: str, metadata_version: MetadataVersion, problems: list[str]) 
     return None
 
 
+def torch_build(version: str, requires: Sequence[str]) -> str:
+    """``cuda``, ``cpu`` or ``""`` from the torch distribution's version and requirements."""
+    local = version.partition("+")[2].lower()
+    if local.startswith("cu") or any(r.lower().startswith("nvidia-") for r in requires):
+        return "cuda"
+    return "cpu" if local == "cpu" else ""
+
+
+def constraint_pin(text: str, name: str) -> str:
+    """``torch==2.13.0`` in a pip constraints file → ``2.13.0`` (the first exact pin)."""
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        m = re.match(rf"^{re.escape(name)}\s*===?\s*([\w.+!-]+)", line, re.IGNORECASE)
+        if m:
+            return m.group(1)
+    return ""
+
+
+def project_constraints(prefix: str | None = None) -> Path | None:
+    """opcheck's constraints file when this Python is ``make install``'s ``.venv`` of the
+    checkout opcheck runs from (never for an opcheck installed into another environment)."""
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    venv = root / ".venv"
+    try:
+        here = Path(prefix or sys.prefix).resolve()
+        if here == venv.resolve() and (root / CONSTRAINTS).is_file():
+            return root / CONSTRAINTS
+    except OSError:
+        return None
+    return None
+
+
 def collect(
     *,
     roots: EnvRoots | None = None,
@@ -400,6 +453,8 @@ def collect(
     python: str | None = None,
     implementation: str | None = None,
     machine: str | None = None,
+    metadata_requires: MetadataRequires = importlib.metadata.requires,
+    constraints: Path | bool = True,  # True: opcheck's own when this is its .venv
 ) -> Inventory:
     """The machine's inventory. Never imports torch/torch_npu; never raises for what is absent."""
     roots = roots or EnvRoots()
@@ -413,10 +468,31 @@ def collect(
     )
     inv.torch = _package("torch", metadata_version, problems)
     inv.torch_npu = _package("torch_npu", metadata_version, problems)
+    if inv.torch is not None:
+        try:
+            requires = metadata_requires("torch") or []
+        except Exception:  # broken metadata: the version alone decides
+            requires = []
+        inv.torch_build = torch_build(inv.torch.version, requires)
+    inv.cuda_present = bool(which("nvidia-smi")) or _exists(roots.dev / "nvidiactl")
+    path = (project_constraints() if constraints is True
+            else constraints if isinstance(constraints, Path) else None)
+    if isinstance(path, Path):
+        text = _read(path, problems)
+        if text is not None:
+            inv.project_torch = constraint_pin(text, "torch")
+            inv.project_constraints = str(path)
     inv.environment = {k: v for k, v in sorted(environ.items()) if k.startswith("ASCEND_")}
     _collect_cann(inv, roots, environ)
     _collect_npu(inv, roots, which, run)
     return inv
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:
+        return False
 
 
 def set_env_script(root: Path) -> str:

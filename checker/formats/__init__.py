@@ -29,6 +29,7 @@ REPORT_FORMATS: Registry[Report] = Registry("report", [
     Format("sarif", "SARIF 2.1.0 for code-scanning dashboards", "report_sarif"),
     Format("csv", "one line per op, every op (spreadsheets)", "report_csv"),
     Format("junit", "JUnit XML, one test case per op, for CI test reports", "report_junit"),
+    Format("github", "GitHub Actions annotations (::error file=…,line=…::) per problem op", "report_github"),
 ])  # fmt: skip
 
 ZOO_FORMATS: Registry[ZooResult] = Registry("zoo", [

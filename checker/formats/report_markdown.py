@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from opcheck.checker.formats.text import (
     first_full_npu,
+    fix_hints,
     matrix_cell,
     matrix_groups,
     matrix_rows,
@@ -68,6 +69,7 @@ def to_markdown(report: Report, *, environment: Mapping[str, str] | None = None,
             for w in f.workarounds:
                 out.append(f"  - workaround `{w.id}`: {w.title}")
         out.append("")
+        out += _fixes(report)
     out += _engine(report.ops)
     if all_ops:
         out += _op_table("All ops", report.ops, root, empty="The op list is empty.")
@@ -107,6 +109,32 @@ def _op_table(title: str, ops: Sequence[Finding], root: str, *, empty: str) -> l
                    f"{md_escape(where)} | {first} | {wa} |")
     out.append("")
     return out
+
+
+def _fixes(report: Report) -> list[str]:
+    """Each workaround the problems name, with its fix whole: the report travels without
+    opcheck, so the reader must not need ``opcheck workaround show`` to act on it."""
+    hints = fix_hints(report)
+    if not hints:
+        return []
+    out = ["### Fixes", ""]
+    for h in hints:
+        out += [f"#### `{h.id}`: {h.title}", "",
+                f"For {', '.join(f'`{o}`' for o in h.ops)}.", "",
+                _demote_headings(h.fix.strip()), "",
+                f"The whole entry (verification, sources, rewrite code): `{h.command}`.", ""]
+    return out
+
+
+def _demote_headings(markdown: str) -> str:
+    """An entry's own headings sit below the report's ``####``."""
+    out, fence = [], False
+    for line in markdown.splitlines():
+        if line.lstrip().startswith("```"):
+            fence = not fence
+        out.append("##### " + line.lstrip("#").lstrip() if not fence and line.startswith("#")
+                   else line)
+    return "\n".join(out)
 
 
 def _engine(ops: Sequence[Finding]) -> list[str]:

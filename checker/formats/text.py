@@ -9,12 +9,17 @@ from typing import TYPE_CHECKING, Any
 from opcheck.core.vocab import Status
 
 if TYPE_CHECKING:
-    from opcheck.checker.check import Report
+    from opcheck.checker.check import Report, WorkaroundRef
 
 
 def target_line(report: Report) -> str:
     t = report.target
-    cann = f"CANN {t['cann']}" if t.get("cann") else "CANN unknown (not in the compatibility tables)"
+    # a release known only from its published wheel (newer than the tables): say so, it is
+    # the usual reason and the one a reader cannot guess
+    wheel_only = t.get("kernel_source") == "wheel" and not t.get("train")
+    cann = f"CANN {t['cann']}" if t.get("cann") else (
+        "CANN unknown (not in the compatibility tables"
+        + ("; a published wheel they do not list yet)" if wheel_only else ")"))
     cann += {"inferred": " (inferred from its train)", "requested": (
         f" (requested; the release pairs with CANN {t.get('cann_paired') or 'unknown'})")}.get(
         t.get("cann_basis", ""), "")
@@ -38,6 +43,51 @@ def summary_line(report: Report) -> str:
         f", {slow['host_syncs']} host syncs (nonzero)" if slow.get("host_syncs") else ""])
     return (f"{report.verdict}: " + ", ".join(parts)
             + (f", {restricted} restricted" if restricted else "") + engine)
+
+
+SUMMARY_CHARS = 160  # a fix's summary in a report: about two terminal lines
+
+
+@dataclass(frozen=True)
+class FixHint:
+    """A workaround entry a report names: its id, title, fix, the problem ops it is for, and
+    the command that prints it whole."""
+
+    id: str
+    title: str
+    fix: str
+    ops: tuple[str, ...]
+
+    @property
+    def summary(self) -> str:
+        """The fix's first paragraph of prose, cut at a word near ``SUMMARY_CHARS``."""
+        para: list[str] = []
+        for line in self.fix.splitlines():
+            text = line.strip().lstrip("#>-* ").strip()
+            if text.startswith("```") or (not text and para):
+                break
+            if text:
+                para.append(text)
+        out = " ".join(para).rstrip(":") or self.title
+        if len(out) > SUMMARY_CHARS:
+            out = out[:SUMMARY_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + " …"
+        return out
+
+    @property
+    def command(self) -> str:
+        return f"opcheck workaround show {self.id}"
+
+
+def fix_hints(report: Report) -> list[FixHint]:
+    """The entries the report's problems name, once each, in the problems' order."""
+    ops: dict[str, list[str]] = {}
+    first: dict[str, WorkaroundRef] = {}
+    for f in report.problems:
+        for w in f.workarounds:
+            first.setdefault(w.id, w)
+            ops.setdefault(w.id, []).append(f.op)
+    return [FixHint(i, w.title, w.fix, tuple(dict.fromkeys(ops[i])))
+            for i, w in first.items()]
 
 
 def md_escape(text: str) -> str:
@@ -95,6 +145,36 @@ def matrix_cell(status: str) -> str:
         return MATRIX_CELL.get(Status(status), status)
     except ValueError:
         return status
+
+
+@dataclass(frozen=True)
+class ReleaseRun:
+    """Consecutive releases (in the matrix's order) where one op has one status."""
+
+    status: str  # "" = the releases do not receive the op
+    releases: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        first, last = self.releases[0], self.releases[-1]
+        return first if first == last else f"{first} – {last}"
+
+
+def op_runs(matrix: Mapping[str, Any], ops: Sequence[str]) -> dict[str, list[ReleaseRun]]:
+    """Per op, its statuses across the releases folded into runs: the matrix read one op at a
+    time, which stays narrow however many releases differ (``--all-releases`` on 80 columns)."""
+    cells: Mapping[str, Mapping[str, str]] = matrix.get("ops", {})
+    out: dict[str, list[ReleaseRun]] = {}
+    for op in ops:
+        runs: list[ReleaseRun] = []
+        for rel in matrix.get("releases", []):
+            status = str(cells.get(op, {}).get(rel, ""))
+            if runs and runs[-1].status == status:
+                runs[-1] = ReleaseRun(status, (*runs[-1].releases, rel))
+            else:
+                runs.append(ReleaseRun(status, (rel,)))
+        out[op] = runs
+    return out
 
 
 def first_full_npu(groups: Sequence[ReleaseGroup]) -> int:
