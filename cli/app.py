@@ -48,6 +48,9 @@ def _root(
         found = config.load()
     if found.values:
         ctx.default_map = {**(ctx.default_map or {}), **found.default_map()}
+        if ctx.invoked_subcommand in config.COMMANDS:
+            # said once on stderr: a report's "asked for with --torch-npu" may come from here
+            typer.echo(f"note: defaults from [tool.opcheck] in {found.path}", err=True)
 
 
 def _register() -> None:

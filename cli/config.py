@@ -71,8 +71,13 @@ def find(start: Path | None = None) -> Path | None:
         if candidate.is_file():
             try:
                 doc = _load_toml(candidate)
-            except (OSError, UsageError):
-                continue  # another tool's broken file is not ours to refuse
+            except OSError:
+                continue
+            except UsageError:
+                # a broken file is another tool's to refuse, unless it holds our table
+                if "[tool.opcheck" in candidate.read_text(encoding="utf-8", errors="replace"):
+                    raise
+                continue
             if isinstance(doc.get("tool"), dict) and "opcheck" in doc["tool"]:
                 return candidate
     return None

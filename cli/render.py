@@ -338,8 +338,9 @@ def _draw_op_runs(matrix: dict[str, object], con: Console, width: int, *,
     from opcheck.checker.formats.text import matrix_groups, matrix_rows, op_runs
 
     shown, clean = matrix_rows(matrix_groups(matrix))
-    con.print(Text("every release, per op (runs of consecutive releases with one status):",
-                   style="italic"), no_wrap=True, overflow="ignore", crop=False)
+    for line in textwrap.wrap("every release, per op (runs of consecutive releases with one "
+                              "status):", width=max(width - 1, 20)):
+        con.print(Text(line, style="italic"), no_wrap=True, overflow="ignore", crop=False)
     for op, runs in op_runs(matrix, shown).items():
         con.print(Text(op, style="bold"), no_wrap=True, overflow="ignore", crop=False)
         cell_w = max(len(_run_word(r.status)) for r in runs)
@@ -509,14 +510,18 @@ def print_entry(d: object) -> None:
         lines.append("fixed in: " + ", ".join(x for x in (
             f"torch_npu {d.fixed_in}" if d.fixed_in else "",
             f"CANN {d.cann_min}" if d.cann_min else "") if x))
-    lines += ["", "problem:", tw.indent(tw.fill(d.problem.replace("\n", " "), 88), "  "),
+    def fill(text: str) -> str:  # an id (isin-tensor-tensor-rewrite) is never split
+        return tw.indent(tw.fill(text.replace("\n", " "), 88, break_on_hyphens=False,
+                                 break_long_words=False), "  ")
+
+    lines += ["", "problem:", fill(d.problem),
               "", "fix:", tw.indent(d.fix.rstrip(), "  ")]
     if d.env:
         lines += ["", "environment:", *(f"  export {k}={v}" for k, v in d.env.items())]
     if d.rewrite_code:
         lines += ["", f"rewrite of {d.rewrite_api} (replacement() takes its arguments):",
                   tw.indent(d.rewrite_code.rstrip(), "  ")]
-    lines += ["", "verification:", tw.indent(tw.fill(d.verification, 88), "  "),
+    lines += ["", "verification:", fill(d.verification),
               "sources:", *(f"  {s}" for s in d.sources)]
     if d.path:
         lines.append(f"entry: {d.path}")

@@ -453,8 +453,8 @@ def collect(
     python: str | None = None,
     implementation: str | None = None,
     machine: str | None = None,
-    metadata_requires: MetadataRequires = importlib.metadata.requires,
-    constraints: Path | bool = True,  # True: opcheck's own when this is its .venv
+    metadata_requires: MetadataRequires | None = None,
+    constraints: Path | bool = True,
 ) -> Inventory:
     """The machine's inventory. Never imports torch/torch_npu; never raises for what is absent."""
     roots = roots or EnvRoots()
@@ -468,6 +468,11 @@ def collect(
     )
     inv.torch = _package("torch", metadata_version, problems)
     inv.torch_npu = _package("torch_npu", metadata_version, problems)
+    # a faked package inventory (tests) is not this environment: neither this torch's
+    # requirements nor opcheck's own pin apply to it unless given
+    real = metadata_version is importlib.metadata.version
+    if metadata_requires is None:
+        metadata_requires = importlib.metadata.requires if real else (lambda _name: [])
     if inv.torch is not None:
         try:
             requires = metadata_requires("torch") or []
@@ -475,7 +480,8 @@ def collect(
             requires = []
         inv.torch_build = torch_build(inv.torch.version, requires)
     inv.cuda_present = bool(which("nvidia-smi")) or _exists(roots.dev / "nvidiactl")
-    path = (project_constraints() if constraints is True
+    # constraints: True = opcheck's own file when this Python is its .venv; a Path = that file
+    path = ((project_constraints() if real else None) if constraints is True
             else constraints if isinstance(constraints, Path) else None)
     if isinstance(path, Path):
         text = _read(path, problems)

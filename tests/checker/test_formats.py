@@ -24,7 +24,8 @@ def _report(*findings: Finding, mode: str = "inference") -> Report:
 
 
 def test_report_formats_keep_the_cli_order() -> None:
-    assert REPORT_FORMATS.names == ("table", "json", "markdown", "sarif", "csv", "junit")
+    assert REPORT_FORMATS.names == ("table", "json", "markdown", "sarif", "csv", "junit",
+                                    "github")
 
 
 def test_zoo_formats_keep_the_cli_order() -> None:
@@ -32,7 +33,8 @@ def test_zoo_formats_keep_the_cli_order() -> None:
 
 
 def test_help_text_is_the_choices() -> None:
-    assert REPORT_FORMATS.help_text() == "table | json | markdown | sarif | csv | junit"
+    assert REPORT_FORMATS.help_text() == ("table | json | markdown | sarif | csv | junit | "
+                                          "github")
 
 
 def test_unknown_format_is_a_usage_error_naming_the_choices() -> None:

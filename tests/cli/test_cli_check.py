@@ -194,7 +194,7 @@ def test_baseline_shows_only_what_changed(base: list[str], cat_path: Path, oplis
 @pytest.mark.parametrize("args, message", [
     (["--torch-npu", "9.9"], "unknown torch_npu release"),
     (["--format", "xml"],
-     "unknown format 'xml' (choose from table, json, markdown, sarif, csv, junit)"),
+     "unknown format 'xml' (choose from table, json, markdown, sarif, csv, junit, github)"),
     (["--fail-on", "sometimes"],
      "--fail-on must be one of unsupported, fallback, restricted, never"),
 ])

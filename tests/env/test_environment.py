@@ -666,3 +666,48 @@ def test_prerelease_build_of_the_paired_cann_is_a_warning(tmp_path: Path,
     assert statuses(res, "cann")[0] == "warning"
     assert "a pre-release build of CANN 8.3.RC1" in message(res, "cann", "warning")
     assert res.consistent
+
+
+# --- the torch of opcheck's own environment (issue 31) ----------------------------------------
+
+
+def test_cuda_torch_on_a_machine_without_cuda_is_a_warning(tmp_path: Path, cat: Catalog) -> None:
+    inv = collect(roots=roots_for(tmp_path), environ={}, which=no_which, run=never_run,
+                  metadata_version=metadata(torch="2.13.0"),
+                  metadata_requires=lambda _n: ["nvidia-cuda-runtime-cu12==12.8.90; "
+                                                "platform_system == 'Linux'", "filelock"])
+    assert (inv.torch_build, inv.cuda_present) == ("cuda", False)
+    a = assess(inv, cat)
+    assert "a CUDA build and this machine has no CUDA" in message(a, "torch", "warning")
+    # the same build where CUDA is: no word about it
+    (tmp_path / "dev").mkdir(exist_ok=True)
+    (tmp_path / "dev" / "nvidiactl").write_text("")
+    with_cuda = collect(roots=roots_for(tmp_path), environ={}, which=no_which, run=never_run,
+                        metadata_version=metadata(torch="2.13.0+cu126"))
+    assert with_cuda.torch_build == "cuda" and with_cuda.cuda_present
+    assert not any("CUDA build" in f.message for f in assess(with_cuda, cat).findings)
+
+
+def test_torch_other_than_the_projects_pin_is_a_warning(tmp_path: Path, cat: Catalog) -> None:
+    pins = write(tmp_path / "constraints.txt", "# opcheck's torch\ntorch==2.13.0  # CPU\n")
+    moved = collect(roots=roots_for(tmp_path), environ={}, which=no_which, run=never_run,
+                    metadata_version=metadata(torch="2.14.0"), constraints=pins)
+    assert moved.project_torch == "2.13.0"
+    text = message(assess(moved, cat), "torch", "warning")
+    assert "set up with torch 2.13.0" in text and f"-c {pins}" in text
+    kept = collect(roots=roots_for(tmp_path), environ={}, which=no_which, run=never_run,
+                   metadata_version=metadata(torch="2.13.0+cpu"), constraints=pins)
+    assert kept.torch_build == "cpu"
+    assert not any("set up with" in f.message for f in assess(kept, cat).findings)
+    # a faked inventory never reads opcheck's own file
+    assert collect(roots=roots_for(tmp_path), environ={}, which=no_which, run=never_run,
+                   metadata_version=metadata(torch="2.14.0")).project_torch == ""
+
+
+def test_the_projects_constraints_pin_what_make_install_installs() -> None:
+    from opcheck.env.probe import CONSTRAINTS, constraint_pin
+
+    root = Path(probe.__file__).resolve().parent.parent
+    pin = constraint_pin((root / CONSTRAINTS).read_text(), "torch")
+    assert pin and "-c constraints.txt" in (root / "Makefile").read_text()
+    assert "torch==" not in (root / "Makefile").read_text()  # one place for the pin

@@ -1,5 +1,6 @@
 """The search page (/-/search?q=…): the box on every page. An op, an op's overloads, a Python
-API (``torch.isin``, ``F.interpolate``) or an aclnn function, read by ``checker.names`` as
+API (``torch.isin``, ``F.interpolate``, or its last name alone: ``grid_sample``) or an aclnn
+function, read by ``checker.names`` as
 ``opcheck op`` reads it; one op goes straight to its page, several are listed with their
 status on the default target, a miss lists close names."""
 
@@ -51,6 +52,8 @@ async def view(datasette: Any, request: Any) -> Any:
     release = state.usable_releases[0].torch_npu if state.usable_releases else ""
     if request.args.get("_format") == "json":
         return Response.json({"query": q, "kind": match.kind, "name": match.name,
+                              "description": match.describe() if q else "",
+                              "decomposed": match.decomposed,
                               "release": release, "ops": rows,
                               "suggestions": match.suggestions},
                              status=200 if match.ops else 404)
@@ -64,6 +67,7 @@ def warm(state: ServeState) -> None:
     names = names_for(state)
     names.match("torch.isin")
     names.match("aclnnAdd")
+    names.match("grid_sample")  # the API-name index
 
 
 PAGE = Page(VIEW_NAME, r"^/-/search$", "/-/search", TEMPLATE, view, warm=warm)
