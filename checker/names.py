@@ -63,7 +63,10 @@ class Names:
 
     def __init__(self, cat: Catalog) -> None:
         self.cat = cat
-        self.ops = sorted(cat.operators.keys() | cat.registered_ops())
+        # ops the catalog has no schema for but a workaround entry names (torchvision::nms)
+        # are names people look up too
+        self.ops = sorted(cat.operators.keys() | cat.registered_ops()
+                          | {w.op for w in reads.workaround_ops(cat.engine)})
         self._apis: dict[str, list[str]] | None = None
         self._aclnn: dict[str, list[str]] | None = None
 

@@ -87,8 +87,20 @@ def op(
             typer.echo(f"note: {match.describe()}: {opname}", err=True)
         hist = describe_op(HistoryFacts.load(cat, workaround_lookup(cat)), opname)
         if not hist.known:
-            raise UsageError(f"{opname} is not in the catalog "
-                             "(check the spelling: aten::name.overload)")
+            from opcheck.contrib.workarounds import entry_ids_for
+
+            ids = entry_ids_for(cat, opname)
+            if not ids:
+                raise UsageError(f"{opname} is not in the catalog "
+                                 "(check the spelling: aten::name.overload)")
+            # an op outside PyTorch's universe (torchvision::nms) that entries name
+            from opcheck.cli.render import wide_console
+
+            console = wide_console()
+            console.print(f"{opname}: not in the catalog's ops (PyTorch's operators and "
+                          "torch_npu's registrations), so no history; entries name it")
+            _print_workarounds(console, cat, ids)
+            return
         rows, info, first_any = hist.rows, hist.info, hist.first_npu
         paths: dict[str, Any] = {}
         if hardware:

@@ -707,6 +707,13 @@ class EntryDetail:
         return {**asdict(self), "verification": self.verification}
 
 
+def entry_ids_for(cat: Catalog, op: str) -> list[str]:
+    """The entries filed for exactly ``op`` on any release and product."""
+    from opcheck.db import reads
+
+    return sorted({w.id for w in reads.workaround_ops(cat.engine) if w.op == op})
+
+
 def entry_detail(cat: Catalog, entry_id: str, folder: Path | None = None) -> EntryDetail:
     """The catalog's entry ``entry_id`` (``UsageError`` naming close ids when there is none)."""
     import difflib

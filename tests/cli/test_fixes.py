@@ -168,3 +168,13 @@ def test_columns_80_on_a_real_terminal(bundled_catalog: Path, oplist_path: Path)
     assert any("every release, per op" in line for line in lines), text
     too_wide = [line for line in lines if len(URL.sub("", line)) > 80]
     assert not too_wide, "\n".join(too_wide)
+
+
+def test_an_op_only_entries_name_is_still_found(bundled_catalog: Path) -> None:
+    """torchvision::nms (MinerU's 910B fallback warning) is no ATen op, but entries name it."""
+    shown = run("op", "torchvision::nms", "--catalog", str(bundled_catalog))
+    assert shown.exit_code == 0, shown.output
+    assert "torchvision-nms-rewrite (rewrite)" in shown.stdout
+    fixes = run("fix", "torchvision::nms", "-f", "json", "--catalog", str(bundled_catalog))
+    assert {"torchvision-nms-rewrite", "nms-npu-custom-kernel"} <= {
+        w["id"] for w in json.loads(fixes.stdout)["workarounds"]}
