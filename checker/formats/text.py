@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -45,7 +46,7 @@ def summary_line(report: Report) -> str:
             + (f", {restricted} restricted" if restricted else "") + engine)
 
 
-SUMMARY_CHARS = 160  # a fix's summary in a report: about two terminal lines
+SUMMARY_CHARS = 280  # a fix's summary in a report: at most four terminal lines
 
 
 @dataclass(frozen=True)
@@ -69,9 +70,12 @@ class FixHint:
             if text:
                 para.append(text)
         out = " ".join(para).rstrip(":") or self.title
-        if len(out) > SUMMARY_CHARS:
-            out = out[:SUMMARY_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + " …"
-        return out
+        if len(out) <= SUMMARY_CHARS:
+            return out
+        first = re.split(r"(?<=[.!?])\s+(?=[A-Z`])", out, maxsplit=1)[0]
+        if len(first) <= SUMMARY_CHARS:
+            return first
+        return out[:SUMMARY_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + " …"
 
     @property
     def command(self) -> str:
