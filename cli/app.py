@@ -42,15 +42,17 @@ def _root(
     # [tool.opcheck] in the nearest pyproject.toml: the defaults of `check` and `run`, which
     # their own options override (Click's default_map)
     from opcheck.cli import config
+
+    if ctx.invoked_subcommand not in config.COMMANDS:
+        return  # the other commands take none of it (and a bad table must not stop them)
     from opcheck.cli.common import handle_errors
 
     with handle_errors():
         found = config.load()
     if found.values:
         ctx.default_map = {**(ctx.default_map or {}), **found.default_map()}
-        if ctx.invoked_subcommand in config.COMMANDS:
-            # said once on stderr: a report's "asked for with --torch-npu" may come from here
-            typer.echo(f"note: defaults from [tool.opcheck] in {found.path}", err=True)
+        # said once on stderr: a report's "asked for with --torch-npu" may come from here
+        typer.echo(f"note: defaults from [tool.opcheck] in {found.path}", err=True)
 
 
 def _register() -> None:

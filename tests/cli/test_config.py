@@ -101,3 +101,9 @@ def test_bad_config_is_one_line_exit_2(project: Path, cat_path: Path, table: str
     assert len(r.output.strip().splitlines()) == 1
     with pytest.raises(UsageError):
         config.parse(project / "pyproject.toml")
+
+
+def test_other_commands_ignore_the_table(project: Path, cat_path: Path) -> None:
+    write(project, "no-such-key = 1\n")
+    r = run("releases", "--catalog", str(cat_path))
+    assert r.exit_code == 0, r.output
