@@ -294,10 +294,7 @@ def _emit_several(outcomes: list[Outcome], fmt: str, output: Path | None, *,
             # a file gets what a pipe gets: tab-separated tables, nothing cut
             draw(console_for(fh, None), None, fh.write)
     else:
-        from opcheck.cli.render import fit_text, terminal_width
-
-        draw(wide_console(), -1,
-             lambda text: typer.echo(fit_text(text, terminal_width()), nl=False))
+        draw(wide_console(), -1, lambda text: typer.echo(text, nl=False))
 
 
 def _emit(report: Report, fmt: str, output: Path | None, *, all_ops: bool = False) -> None:
@@ -316,11 +313,9 @@ def _emit(report: Report, fmt: str, output: Path | None, *, all_ops: bool = Fals
                 if report.graph is not None:
                     fh.write(graph_text(report.graph))
         else:
-            from opcheck.cli.render import fit_text, terminal_width
-
             render_report(report, all_ops=all_ops)
             if report.graph is not None:
-                typer.echo(fit_text(graph_text(report.graph), terminal_width()), nl=False)
+                typer.echo(graph_text(report.graph), nl=False)
         return
     _put(REPORT_FORMATS.render(fmt, report, _context(fmt, all_ops)), output)
 

@@ -324,6 +324,20 @@ def matrix_grid(matrix: dict[str, object]) -> tuple[Grid, list[str]]:
     return grid, legend
 
 
+def _draw_narrow_matrix(report: object, con: Console, width: int | None) -> bool:
+    """The ``--all-releases`` matrix one op at a time, when its group columns do not fit the
+    terminal (False: they fit, or the output is piped; the caller draws the table)."""
+    from opcheck.checker.check import Report
+
+    assert isinstance(report, Report) and report.matrix is not None
+    if width is None or _grid_width(matrix_grid(report.matrix)[0]) <= width:
+        return False
+    _draw_op_runs(report.matrix, con, width, target=str(report.target.get("torch_npu", "")))
+    oldest = report.matrix.get("oldest_full_npu_release") or "none"
+    con.print(f"oldest release running the whole model on the NPU: [bold]{oldest}[/bold]")
+    return True
+
+
 def _grid_width(grid: Grid) -> int:
     """The width of the matrix drawn as columns (two spaces between columns)."""
     return sum(_id_width(grid, i) for i in range(len(grid.columns))) + 2 * (len(grid.columns) - 1)
@@ -415,25 +429,18 @@ def render_report(report: object, console: object | None = None, *,
                             else f"{', '.join(r.dtypes_seen_outside)} outside: {r.text}")
                     con.print(f"restricted {f.op} via {r.api}: {escape(what)}  {r.link}")
         _print_fixes(report, con, w)
-    if report.matrix:
+    if report.matrix and not _draw_narrow_matrix(report, con, w):
         m = report.matrix
         grid, legend = matrix_grid(m)
-        if w is None or _grid_width(grid) <= w:
-            if grid.rows:
-                draw_grid(grid, con, w)
-            for line in legend:
-                for part in [line] if w is None else textwrap.wrap(
-                        line, width=w - 1, subsequent_indent="  ", break_long_words=False,
-                        break_on_hyphens=False):
-                    con.print(escape(part), style="dim", no_wrap=True, overflow="ignore",
-                              crop=False)
-            star = " (G*)"
-        else:
-            _draw_op_runs(m, con, w, target=str(report.target.get("torch_npu", "")))
-            star = ""
+        if grid.rows:
+            draw_grid(grid, con, w)
+        for line in legend:
+            for part in [line] if w is None else textwrap.wrap(
+                    line, width=w - 1, subsequent_indent="  ", break_long_words=False):
+                con.print(escape(part), style="dim", no_wrap=True, overflow="ignore", crop=False)
         oldest = m.get("oldest_full_npu_release") or "none"
         con.print(f"oldest release running the whole model on the NPU: [bold]{oldest}[/bold]"
-                  + (star if oldest != "none" else ""))
+                  + (" (G*)" if oldest != "none" else ""))
     for n in report.notes:
         con.print(f"note: {escape(n)}")
 

@@ -1,6 +1,5 @@
 """The search page (/-/search?q=…): the box on every page. An op, an op's overloads, a Python
-API (``torch.isin``, ``F.interpolate``, or its last name alone: ``grid_sample``) or an aclnn
-function, read by ``checker.names`` as
+API (``torch.isin``, ``F.interpolate``) or an aclnn function, read by ``checker.names`` as
 ``opcheck op`` reads it; one op goes straight to its page, several are listed with their
 status on the default target, a miss lists close names."""
 
