@@ -395,6 +395,32 @@ def _matrix_style(cell: str) -> str:
     return ""
 
 
+def _print_fixes(report: object, con: Console, width: int | None) -> None:
+    """Each workaround the problems name: the fix's first line and the command printing it
+    whole, wrapped to the terminal (never when piped: an id must stay greppable)."""
+    from rich.text import Text
+
+    from opcheck.checker.check import Report
+    from opcheck.checker.formats.text import fix_hints
+
+    assert isinstance(report, Report)
+    hints = fix_hints(report)
+    if not hints:
+        return
+    head = ("fixes (`opcheck workaround show ID` prints one whole, `opcheck fix OP` those "
+            "for an op):")
+    for line in [head] if width is None else textwrap.wrap(head, width=max(width - 1, 20)):
+        con.print(Text(line, style="bold"), no_wrap=True, overflow="ignore", crop=False)
+    for h in hints:
+        ops = ", ".join(h.ops[:3]) + (f" +{len(h.ops) - 3}" if len(h.ops) > 3 else "")
+        text = f"{h.id} ({ops}): {h.summary}"
+        lines = ([text] if width is None else textwrap.wrap(
+            text, width=max(width - 1, 20), initial_indent="  ", subsequent_indent="    ",
+            break_long_words=False, break_on_hyphens=False))
+        for line in lines:
+            con.print(Text(line), no_wrap=True, overflow="ignore", crop=False)
+
+
 def render_report(report: object, console: object | None = None, *,
                   width: int | None = -1, all_ops: bool = False) -> None:
     """The terminal view of a Report (``--format table``): header, verdict, the problems
@@ -443,32 +469,6 @@ def render_report(report: object, console: object | None = None, *,
                   + (" (G*)" if oldest != "none" else ""))
     for n in report.notes:
         con.print(f"note: {escape(n)}")
-
-
-def _print_fixes(report: object, con: Console, width: int | None) -> None:
-    """Each workaround the problems name: the fix's first line and the command printing it
-    whole, wrapped to the terminal (never when piped: an id must stay greppable)."""
-    from rich.text import Text
-
-    from opcheck.checker.check import Report
-    from opcheck.checker.formats.text import fix_hints
-
-    assert isinstance(report, Report)
-    hints = fix_hints(report)
-    if not hints:
-        return
-    head = ("fixes (`opcheck workaround show ID` prints one whole, `opcheck fix OP` those "
-            "for an op):")
-    for line in [head] if width is None else textwrap.wrap(head, width=max(width - 1, 20)):
-        con.print(Text(line, style="bold"), no_wrap=True, overflow="ignore", crop=False)
-    for h in hints:
-        ops = ", ".join(h.ops[:3]) + (f" +{len(h.ops) - 3}" if len(h.ops) > 3 else "")
-        text = f"{h.id} ({ops}): {h.summary}"
-        lines = ([text] if width is None else textwrap.wrap(
-            text, width=max(width - 1, 20), initial_indent="  ", subsequent_indent="    ",
-            break_long_words=False, break_on_hyphens=False))
-        for line in lines:
-            con.print(Text(line), no_wrap=True, overflow="ignore", crop=False)
 
 
 @contextlib.contextmanager
