@@ -44,6 +44,7 @@ ScriptArgs = Annotated[
 
 
 def run(
+    ctx: typer.Context,
     script: ScriptArg,
     script_args: ScriptArgs = None,
     torch_npu: TorchNpuOpt = None,
@@ -110,7 +111,7 @@ def run(
         elif args[:1] == ["--"]:
             args = args[1:]  # `SCRIPT -- ARGS`: the script's, on purpose
         else:
-            warning = misplaced_warning(script.name, args, _own_options())
+            warning = misplaced_warning(script.name, args, _own_options(ctx))
             if warning:
                 typer.echo(warning, err=True)
         ensure_writable(output)
@@ -138,12 +139,10 @@ def run(
     raise typer.Exit(code)
 
 
-def _own_options() -> list[str]:
+def _own_options(ctx: typer.Context) -> list[str]:
     """The option names of the running ``run`` command (``--torch-npu``, ``-f``, ...)."""
-    import click
-
-    params = click.get_current_context().command.params
-    return [o for p in params if isinstance(p, click.Option) for o in (*p.opts, *p.secondary_opts)]
+    return [o for p in ctx.command.params if p.param_type_name == "option"
+            for o in (*p.opts, *p.secondary_opts)]
 
 
 def misplaced_warning(script: str, args: list[str], options: list[str]) -> str:
