@@ -287,3 +287,71 @@ def test_a_stderr_flood_keeps_only_a_tail(tmp_path: Path) -> None:
     assert child.returncode == 0
     assert child.stderr.endswith("the end\n") and len(child.stderr) <= STDERR_KEEP
     assert grown_mb < 50, grown_mb  # 600 MB went through the pipe
+
+
+def test_each_runs_past_the_training_loop_to_the_code_after_it(
+    cli: Callable[..., Result], bundled_catalog: Path
+) -> None:
+    """Issue 30: a three-epoch loop, then float64 repeat_interleave and lstsq after it. The
+    old default (stop at the second optimizer step) never reached them; the budget shortens
+    the loops and the code after them runs. Two scripts, one torch import (--each)."""
+    res = cli("run", "--catalog", str(bundled_catalog), "-f", "json", "--timeout", "240",
+              "--memory-mb", "4096", *OLD, "--each", str(SCRIPTS / "train_then_fit.py"),
+              str(SCRIPTS / "lstsq_f64.py"))  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["kind"] == "opcheck.reports" and not doc["errors"]
+    assert [Path(m).name for m in doc["models"]] == ["train_then_fit.py", "lstsq_f64.py"]
+    train, fit = doc["reports"]
+    assert train["model"] == "train_then_fit.py" and fit["model"] == "lstsq_f64.py"
+    assert train["complete"] and train["verdict"] != "INCOMPLETE"
+    ops = _ops(train)
+    lstsq = ops["aten::linalg_lstsq"]
+    assert lstsq["dtypes"] == ["float64"] and lstsq["status"]
+    assert lstsq["locations"] == ["tests/fixtures/scripts/train_then_fit.py:28"]
+    ri = ops["aten::repeat_interleave.self_Tensor"]
+    assert "float64" in ri["dtypes"] and ri["status"]
+    assert ri["locations"] == ["tests/fixtures/scripts/train_then_fit.py:26"]
+    assert any("optimizer" in o["modules"] for o in train["ops"])  # the loop ran too
+    notes = " ".join(train["notes"])
+    assert "tests/fixtures/scripts/train_then_fit.py:19 ran 2 of 3 iterations" in notes
+    assert "tests/fixtures/scripts/train_then_fit.py:20 ran 2 of 8" in notes
+    assert "aten::linalg_lstsq" in _ops(fit)
+
+
+def test_trace_run_writes_the_op_list_the_web_page_checks(
+    cli: Callable[..., Result], bundled_catalog: Path, tmp_path: Path
+) -> None:
+    """`opcheck trace --run SCRIPT -- ARGS`: the op list of a run, checked later by `opcheck
+    check` and by the web check page. --max-steps 1 is the hard stop: incomplete, with the
+    line it stopped at."""
+    from types import SimpleNamespace
+
+    from opcheck.core.errors import UsageError
+    from opcheck.db.catalog import Catalog
+    from opcheck.db.engine import make_engine
+    from opcheck.web.pages.check import Submission, run_check
+
+    out = tmp_path / "ops.json"
+    res = cli("trace", "--catalog", str(bundled_catalog), "--run", "--max-steps", "1",
+              "--timeout", "240", "--memory-mb", "4096", "-o", str(out),
+              str(SCRIPTS / "train_then_fit.py"), "--", "--epochs", "5")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "train_then_fit.py stopped: " not in res.stderr  # the op list says it, not an error
+    ol = json.loads(out.read_text())
+    assert ol["kind"] == "opcheck.oplist" and ol["method"] == "run" and not ol["complete"]
+    assert ("after 1 optimizer steps (--max-steps 1) at tests/fixtures/scripts/"
+            "train_then_fit.py:21") in ol["stopped"]
+    assert "aten::linalg_lstsq" not in {o["op"] for o in ol["ops"]}  # it was cut
+    res = cli("check", "--catalog", str(bundled_catalog), "-f", "json", *OLD, str(out))
+    assert res.exit_code == 1
+    checked = json.loads(res.stdout)
+    assert checked["verdict"] == "INCOMPLETE"
+    state = SimpleNamespace(facts=SimpleNamespace(workarounds=None),
+                            catalog=Catalog.load(make_engine(bundled_catalog)),
+                            has_api_docs=True)  # fmt: skip
+    report = run_check(state, Submission(out.read_text(), OLD[1]))  # type: ignore[arg-type]
+    assert report.method == "run" and report.verdict.value == "INCOMPLETE"
+    assert {f.op for f in report.ops} == {o["op"] for o in checked["ops"]}
+    with pytest.raises(UsageError, match="trace --run SCRIPT"):
+        run_check(state, Submission(res.stdout, OLD[1]))  # type: ignore[arg-type]

@@ -1,0 +1,123 @@
+"""The run budget's loop rewriting, in process (no torch): which loops end early, and that
+the code after them runs. A fake recorder stands in for the device's: "work" is an optimizer
+step or a top forward call, a new record or dtype is what makes an iteration new."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from opcheck.tracers.script import LOOP, WHILE, Budget, _compile_budgeted, _run_main
+
+
+class Rec:
+    def __init__(self) -> None:
+        self.ops: dict[Any, Any] = {}
+
+    def location(self) -> str:
+        return ""
+
+
+def _exec(tmp_path: Path, body: str, out: list[Any],
+          max_steps: int = 20) -> tuple[Rec, Budget]:  # fmt: skip
+    """Run ``body`` as a budgeted script; ``step(op, dtype)`` is a step recording one op."""
+    rec = Rec()
+    budget = Budget(rec, max_steps)
+    budget.script = "s.py"
+
+    def step(op: str, dtype: str = "float32") -> None:
+        use = rec.ops.setdefault(op, SimpleNamespace(dtypes=[], count=0))
+        if dtype not in use.dtypes:
+            use.dtypes.append(dtype)
+        budget.work += 1
+
+    script = tmp_path / "s.py"
+    script.write_text(textwrap.dedent(body))
+    _run_main(_compile_budgeted(str(script)), str(script),
+              {LOOP: budget.loop, WHILE: budget.while_loop, "step": step, "OUT": out})
+    return rec, budget
+
+
+def test_repeating_loops_end_early_and_the_code_after_them_runs(tmp_path: Path) -> None:
+    seen: list[Any] = []
+    rec, budget = _exec(tmp_path, """\
+        epochs = []
+        for epoch in range(50):
+            for batch in range(8):
+                step("aten::mm")
+            epochs.append(epoch)
+        step("aten::linalg_lstsq", "float64")
+        OUT.append(epochs)
+        """, seen)
+    assert seen == [[0, 1]]  # the second epoch added nothing: the loop ended there
+    assert "aten::linalg_lstsq" in rec.ops  # the code after the loops ran
+    assert budget.cut_lines() == ("s.py:3 ran 2 of 8, then 1 of 8 iterations; "
+                                  "s.py:2 ran 2 of 50 iterations")
+    assert not budget.stopped
+
+
+def test_a_new_dtype_keeps_the_loop_going_and_plain_loops_run_whole(tmp_path: Path) -> None:
+    out: list[Any] = []
+    _, budget = _exec(tmp_path, """\
+        dtypes = ["float32", "float64", "float64", "float64", "float64", "float64"]
+        for i, d in enumerate(dtypes):
+            step("aten::add.Tensor", d)
+            OUT.append(i)
+        squares = []
+        for i in range(1000):  # no step: plain Python, never shortened
+            squares.append(i * i)
+        n = 0
+        while n < 100:
+            n += 1
+            if n > 50:
+                step("aten::sum")
+        else:
+            OUT.append(("while done", n))
+        def gen():
+            try:
+                for k in range(10):
+                    yield k
+            finally:
+                OUT.append("generator closed")
+        for k in gen():
+            step("aten::sum")
+        OUT.append(len(squares))
+        """, out)
+
+    # i=1 brought float64 (new), i=2 repeated: the loop ends after 3 iterations
+    assert out[:3] == [0, 1, 2] and 3 not in out
+    # the while loop: 50 iterations without work, then one new op, then one repeat; its
+    # else clause runs as when its test turns false
+    assert ("while done", 52) in out
+    assert "generator closed" in out  # a shortened generator is closed as `break` closes it
+    assert out[-1] == 1000
+    cuts = budget.cut_lines()
+    assert "s.py:2 ran 3 iterations" in cuts and "s.py:9 ran 52 iterations" in cuts
+    assert "s.py:6" not in cuts
+    assert "s.py:21 ran 1 iterations" in cuts  # its first iteration already repeated
+
+
+def test_the_hard_stop_and_no_budget(tmp_path: Path) -> None:
+    import pytest
+
+    from opcheck.tracers.script import StopRun
+
+    out: list[Any] = []
+    # a loop the budget cannot shorten (in another module): the hard stop ends the run at
+    # the step after the budget's last one
+    budget = Budget(Rec(), 2)
+    opt = object()
+    budget.optimizer_step(opt)
+    budget.optimizer_step(opt)
+    with pytest.raises(StopRun):
+        budget.optimizer_step(opt)
+    assert budget.stopped == "stopped by the budget after 2 optimizer steps (--max-steps 2)"
+    # --max-steps 0: nothing is shortened
+    _, budget = _exec(tmp_path, """\
+        for i in range(5):
+            step("aten::mm")
+            OUT.append(i)
+        """, out, max_steps=0)
+    assert out == [0, 1, 2, 3, 4] and not budget.cut_lines()
