@@ -346,7 +346,7 @@ def trace(
     model: ModelArg = None,
     script_args: Annotated[
         list[str] | None,
-        typer.Argument(metavar="[-- SCRIPT_ARGS]", help="With --run: the script's arguments, "
+        typer.Argument(metavar="SCRIPT_ARGS", help="With --run: the script's arguments, "
                        "after `--`", show_default=False),
     ] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the op list JSON here", show_default=False)] = None,
@@ -408,9 +408,8 @@ def trace(
                              memory_mb=RUN_MEMORY_MB if memory_mb is None else memory_mb,
                              composites=watched())
             oplist = ran.oplist
-            if ran.error or ran.stopped:  # the op list says it is incomplete; say why now too
-                typer.echo(f"opcheck: {Path(model).name} "
-                           f"{'raised at ' + ran.error if ran.error else 'stopped: ' + ran.stopped}",
+            if not oplist.complete:  # the op list says so; the terminal hears it too
+                typer.echo(f"opcheck: {Path(model).name}: incomplete op list: {oplist.stopped}",
                            err=True)
         else:
             if script_args:

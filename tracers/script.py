@@ -19,10 +19,12 @@ the line where it stopped. ``max_steps=0``: no budget, the script runs unchanged
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from importlib.machinery import PathFinder, SourceFileLoader
 from pathlib import Path
 from typing import Any
 
@@ -165,9 +167,10 @@ class Budget:
             total = None
         self.cuts.setdefault(where, []).append((done, total))
 
-    def loop(self, iterable: Any, line: int) -> Any:
-        """``for x in ITER`` of the script becomes ``for x in loop(ITER, line)``."""
-        return self._loop(iterable, f"{self.script}:{line}")
+    def loop(self, iterable: Any, where: str) -> Any:
+        """``for x in ITER`` (line ``where``) of the script becomes ``for x in loop(ITER,
+        where)``."""
+        return self._loop(iterable, where)
 
     def _loop(self, iterable: Any, where: str) -> Iterator[Any]:
         it = iter(iterable)
@@ -185,9 +188,9 @@ class Budget:
             done += 1
             yield item
 
-    def while_loop(self, line: int) -> _WhileState:
+    def while_loop(self, where: str) -> _WhileState:
         """``while TEST`` of the script becomes ``while state.more() and (TEST)``."""
-        return _WhileState(self, f"{self.script}:{line}")
+        return _WhileState(self, where)
 
     def batch(self, loader_iter: Any, take: Callable[[Any], Any]) -> Any:
         """``DataLoader`` iterators (also those consumed in library code or the user's own
@@ -200,8 +203,6 @@ class Budget:
         item = take(loader_iter)
         loader_iter.__dict__["_opcheck_budget"] = (self.mark(), (state[1] if state else 0) + 1)
         return item
-
-    script = ""  # the script's path as reports show it (set by handle)
 
     def cut_lines(self) -> str:
         """The loops shortened, for the op list's notes ("" when none was)."""
@@ -288,12 +289,16 @@ class _Loops(ast.NodeTransformer):
     kept: tracebacks and op locations still name the script's lines). Comprehensions are
     left alone: what they build is data the script reads."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: str) -> None:
+        from opcheck.tracers import device
+
+        self.file = device._short_path(path)  # as reports show it
         self.n = 0
 
     def visit_For(self, node: ast.For) -> ast.AST:
         self.generic_visit(node)
-        call = ast.Call(ast.Name(LOOP, ast.Load()), [node.iter, ast.Constant(node.lineno)], [])
+        where = ast.Constant(f"{self.file}:{node.lineno}")
+        call = ast.Call(ast.Name(LOOP, ast.Load()), [node.iter, where], [])
         node.iter = ast.copy_location(call, node.iter)
         return node
 
@@ -301,11 +306,17 @@ class _Loops(ast.NodeTransformer):
         self.generic_visit(node)
         self.n += 1
         state = f"__opcheck_w{self.n}__"
+        where = ast.Constant(f"{self.file}:{node.lineno}")
         start = ast.Assign([ast.Name(state, ast.Store())],
-                           ast.Call(ast.Name(WHILE, ast.Load()), [ast.Constant(node.lineno)], []))
+                           ast.Call(ast.Name(WHILE, ast.Load()), [where], []))
         more = ast.Call(ast.Attribute(ast.Name(state, ast.Load()), "more", ast.Load()), [], [])
         node.test = ast.copy_location(ast.BoolOp(ast.And(), [more, node.test]), node.test)
         return [ast.copy_location(start, node), node]
+
+
+def _budgeted_code(source: str | bytes, path: str) -> Any:
+    tree = _Loops(path).visit(ast.parse(source, path))
+    return compile(ast.fix_missing_locations(tree), path, "exec", dont_inherit=True)
 
 
 def _compile_budgeted(script: str) -> Any:
@@ -313,18 +324,66 @@ def _compile_budgeted(script: str) -> Any:
     import tokenize
 
     with tokenize.open(script) as fh:  # honours a coding cookie, as runpy does
-        source = fh.read()
-    tree = _Loops().visit(ast.parse(source, script))
-    return compile(ast.fix_missing_locations(tree), script, "exec", dont_inherit=True)
+        return _budgeted_code(fh.read(), script)
 
 
-def _run_main(code: Any, script: str, extra: dict[str, Any]) -> None:
+class _UserModules:
+    """An import finder for the user's own modules (``.py`` files under the script's folder,
+    not an installed package): their loops go through the budget too, since training loops
+    often live in an ``engine.py`` next to ``train.py``. Compiled from source each time: the
+    rewritten code never reaches ``__pycache__``."""
+
+    def __init__(self, root: str) -> None:
+        from opcheck.tracers import device
+
+        self.root = os.path.join(os.path.realpath(root), "")
+        self.skip = device._TRACER_DIR  # torch and the rest are installed: site-packages
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        spec = PathFinder.find_spec(name, path)
+        origin = getattr(spec, "origin", None) or ""
+        real = os.path.realpath(origin) if origin.endswith(".py") else ""
+        if (spec is None or not real.startswith(self.root) or real.startswith(self.skip)
+                or "site-packages" in real or "dist-packages" in real):  # fmt: skip
+            return None
+        spec.loader = _UserLoader(name, origin)
+        return spec
+
+
+class _UserLoader(SourceFileLoader):
+    def get_code(self, fullname: str) -> Any:
+        path = self.get_filename(fullname)
+        return _budgeted_code(self.get_data(path), path)
+
+
+@contextlib.contextmanager
+def budgeted(budget: Budget, root: str) -> Iterator[None]:
+    """Within the block, rewritten code finds the budget (its loop names are builtins, so a
+    module needs nothing injected) and the user's modules under ``root`` are rewritten when
+    imported."""
+    import builtins
+
+    finder = _UserModules(root)
+    setattr(builtins, LOOP, budget.loop)
+    setattr(builtins, WHILE, budget.while_loop)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(finder)
+        for name in (LOOP, WHILE):
+            with contextlib.suppress(AttributeError):
+                delattr(builtins, name)
+
+
+def _run_main(code: Any, script: str, extra: dict[str, Any] | None = None) -> None:
     """Run ``code`` as ``__main__``, as ``runpy.run_path`` runs a script file."""
     import types
 
     module = types.ModuleType("__main__")
     module.__dict__.update(__file__=script, __cached__=None, __loader__=None,
-                           __package__=None, __spec__=None, **extra)  # fmt: skip
+                           __package__=None, __spec__=None, **(extra or {}))  # fmt: skip
     saved = sys.modules.get("__main__")
     sys.modules["__main__"] = module
     try:
@@ -341,7 +400,7 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
 
     import torch
 
-    from opcheck.tracers import composite_kernels, device, realdevice, redirect, runtime
+    from opcheck.tracers import composite_kernels, realdevice, redirect, runtime
 
     script = str(request["script"])
     argv = [str(a) for a in request.get("argv") or []]
@@ -360,7 +419,6 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     recorder.watched = composites & composite_kernels._COMPOSITE_INSTALLED
     session = realdevice.Session(recorder)
     budget = Budget(recorder, max_steps)
-    budget.script = device._short_path(script)
     session.on_forward_start = budget.forward_start
     session.on_optimizer_step = budget.optimizer_step
     optimizer_init = torch.optim.Optimizer.__init__
@@ -386,8 +444,8 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
         with session.active():
             try:
                 if max_steps:
-                    code = _compile_budgeted(script)
-                    _run_main(code, script, {LOOP: budget.loop, WHILE: budget.while_loop})
+                    with budgeted(budget, str(Path(script).parent)):
+                        _run_main(_compile_budgeted(script), script)
                 else:
                     runpy.run_path(script, run_name="__main__")
             except StopRun as exc:

@@ -9,7 +9,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from opcheck.tracers.script import LOOP, WHILE, Budget, _compile_budgeted, _run_main
+import pytest
+
+from opcheck.tracers.script import Budget, _compile_budgeted, _run_main, budgeted
+
+
+@pytest.fixture(autouse=True)
+def _paths_from_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPCHECK_TRACE_CWD", str(tmp_path))  # locations as `s.py:3`
 
 
 class Rec:
@@ -25,7 +32,6 @@ def _exec(tmp_path: Path, body: str, out: list[Any],
     """Run ``body`` as a budgeted script; ``step(op, dtype)`` is a step recording one op."""
     rec = Rec()
     budget = Budget(rec, max_steps)
-    budget.script = "s.py"
 
     def step(op: str, dtype: str = "float32") -> None:
         use = rec.ops.setdefault(op, SimpleNamespace(dtypes=[], count=0))
@@ -35,8 +41,8 @@ def _exec(tmp_path: Path, body: str, out: list[Any],
 
     script = tmp_path / "s.py"
     script.write_text(textwrap.dedent(body))
-    _run_main(_compile_budgeted(str(script)), str(script),
-              {LOOP: budget.loop, WHILE: budget.while_loop, "step": step, "OUT": out})
+    with budgeted(budget, str(tmp_path)):
+        _run_main(_compile_budgeted(str(script)), str(script), {"step": step, "OUT": out})
     return rec, budget
 
 
@@ -100,8 +106,6 @@ def test_a_new_dtype_keeps_the_loop_going_and_plain_loops_run_whole(tmp_path: Pa
 
 
 def test_the_hard_stop_and_no_budget(tmp_path: Path) -> None:
-    import pytest
-
     from opcheck.tracers.script import StopRun
 
     out: list[Any] = []
@@ -121,3 +125,42 @@ def test_the_hard_stop_and_no_budget(tmp_path: Path) -> None:
             OUT.append(i)
         """, out, max_steps=0)
     assert out == [0, 1, 2, 3, 4] and not budget.cut_lines()
+
+
+def test_loops_in_the_users_own_modules_are_shortened_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A training loop in engine.py next to the script: rewritten on import, from source
+    (nothing written to __pycache__); an installed module is not rewritten."""
+    import sys
+
+    (tmp_path / "engine_h30.py").write_text(textwrap.dedent("""\
+        def fit(step):
+            done = 0
+            for epoch in range(40):
+                step("aten::mm")
+                done += 1
+            return done
+        """))
+    installed = tmp_path / "site-packages"
+    installed.mkdir()
+    (installed / "lib_h30.py").write_text((tmp_path / "engine_h30.py").read_text())
+    monkeypatch.syspath_prepend(str(installed))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out: list[Any] = []
+    try:
+        _, budget = _exec(tmp_path, """\
+            import engine_h30
+            import lib_h30
+            OUT.append(engine_h30.fit(step))
+            OUT.append(lib_h30.fit(step))
+            """, out)
+    finally:
+        sys.modules.pop("engine_h30", None)
+        sys.modules.pop("lib_h30", None)
+    assert out == [2, 40]  # the installed module's loop ran whole
+    assert budget.cut_lines() == "engine_h30.py:3 ran 2 of 40 iterations"
+    assert not list(tmp_path.glob("__pycache__/engine_h30*"))
+    import builtins
+
+    assert not hasattr(builtins, "__opcheck_loop__")  # the block put everything back

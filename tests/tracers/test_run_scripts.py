@@ -337,7 +337,7 @@ def test_trace_run_writes_the_op_list_the_web_page_checks(
               "--timeout", "240", "--memory-mb", "4096", "-o", str(out),
               str(SCRIPTS / "train_then_fit.py"), "--", "--epochs", "5")  # fmt: skip
     assert res.exit_code == 0, res.output
-    assert "train_then_fit.py stopped: " not in res.stderr  # the op list says it, not an error
+    assert "train_then_fit.py: incomplete op list: stopped by the budget" in res.stderr
     ol = json.loads(out.read_text())
     assert ol["kind"] == "opcheck.oplist" and ol["method"] == "run" and not ol["complete"]
     assert ("after 1 optimizer steps (--max-steps 1) at tests/fixtures/scripts/"
