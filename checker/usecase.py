@@ -48,7 +48,7 @@ TRACE_TIMEOUT = 120.0
 TRACE_MEMORY_MB = 4096
 RUN_TIMEOUT = 300.0
 RUN_MEMORY_MB = 8192
-RUN_MAX_STEPS = 2
+RUN_MAX_STEPS = 20  # the hard stop (loops that repeat are shortened before: tracers.script)
 
 @dataclass(frozen=True)
 class Recorded:

@@ -344,6 +344,11 @@ def _put(text: str, output: Path | None) -> None:
 
 def trace(
     model: ModelArg = None,
+    script_args: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="SCRIPT_ARGS", help="With --run: the script's arguments, "
+                       "after `--`", show_default=False),
+    ] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the op list JSON here", show_default=False)] = None,
     model_spec: ModelSpecOpt = None,
     input_shape: InputShapeOpt = None,
@@ -353,29 +358,72 @@ def trace(
     train: TrainOpt = False,
     static: StaticOpt = False,
     fast: FastOpt = False,
-    timeout: TimeoutOpt = 120.0,
-    memory_mb: MemoryOpt = 4096,
+    run: Annotated[bool, typer.Option(
+        "--run", help="MODEL is a script: run it as `opcheck run` does (recorded device, "
+        "budget) and write the ops it sent; its arguments go after `--`")] = False,
+    max_steps: Annotated[int | None, typer.Option(
+        "--max-steps", help="With --run: as `opcheck run --max-steps`", show_default=False)] = None,
+    timeout: Annotated[float | None, typer.Option(
+        "--timeout", help="Seconds the sandboxed trace may take (default 120; --run: 300)",
+        show_default=False)] = None,
+    memory_mb: Annotated[int | None, typer.Option(
+        "--memory-mb", help="Memory limit of the sandboxed trace (default 4096; --run: 8192)",
+        show_default=False)] = None,
     catalog: CatalogOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """List the ops a model sends to the NPU backend, as a versioned op-list JSON."""
+    """List the ops a model (or with --run, a script) sends to the NPU backend, as a
+    versioned op-list JSON (check it later with `opcheck check ops.json` or on the web)."""
     with handle_errors():
-        from opcheck.checker.usecase import Recorded, record_model
+        from opcheck.checker.usecase import (
+            RUN_MAX_STEPS,
+            RUN_MEMORY_MB,
+            RUN_TIMEOUT,
+            TRACE_MEMORY_MB,
+            TRACE_TIMEOUT,
+            Recorded,
+            record_model,
+        )
         from opcheck.cli.common import ensure_writable, open_catalog
         from opcheck.cli.render import progress
+        from opcheck.core.errors import UsageError
         from opcheck.db.catalog import Catalog
         from opcheck.tracers.composites import composites_with_kernels
 
         ensure_writable(output)
-        source = _input(model, model_spec, input_shape, input_spec, log, trust, train, static,
-                        timeout, memory_mb, fast)
-        if isinstance(source, Recorded):
-            oplist = source.oplist
-        else:
+
+        def watched() -> list[str]:
             # the composite ops to record at both levels: those the catalog knows a kernel for
-            oplist = record_model(
-                source, lambda: composites_with_kernels(Catalog.load(open_catalog(catalog))),
-                lambda what: progress(what, quiet=quiet))
+            return composites_with_kernels(Catalog.load(open_catalog(catalog)))
+
+        if run:
+            if model is None or model_spec or log or input_shape or input_spec or static:
+                raise UsageError("--run takes a SCRIPT (and its arguments after `--`) only")
+            from opcheck.tracers.script import run_script
+
+            # no progress display: the script's own output may go to the terminal
+            ran = run_script(model, list(script_args or ()),
+                             max_steps=RUN_MAX_STEPS if max_steps is None else max_steps,
+                             timeout=RUN_TIMEOUT if timeout is None else timeout,
+                             memory_mb=RUN_MEMORY_MB if memory_mb is None else memory_mb,
+                             composites=watched())
+            oplist = ran.oplist
+            if not oplist.complete:  # the op list says so; the terminal hears it too
+                typer.echo(f"opcheck: {Path(model).name}: incomplete op list: {oplist.stopped}",
+                           err=True)
+        else:
+            if script_args:
+                raise UsageError(f"unexpected argument {script_args[0]}: arguments after MODEL "
+                                 "are a script's (give --run SCRIPT)")
+            if max_steps is not None:
+                raise UsageError("--max-steps applies to a script run: give --run SCRIPT")
+            source = _input(model, model_spec, input_shape, input_spec, log, trust, train,
+                            static, TRACE_TIMEOUT if timeout is None else timeout,
+                            TRACE_MEMORY_MB if memory_mb is None else memory_mb, fast)
+            if isinstance(source, Recorded):
+                oplist = source.oplist
+            else:
+                oplist = record_model(source, watched, lambda what: progress(what, quiet=quiet))
         text = oplist.dumps()
         if output is not None:
             from opcheck.cli.common import write_output

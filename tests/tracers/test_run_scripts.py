@@ -56,8 +56,10 @@ def test_cuda_training_loop_isin_is_cpu_fallback_on_2_1(
     assert "optimizer" in ops["aten::_foreach_lerp_.Scalar"]["modules"]  # AdamW, foreach path
     assert "aten::_foreach_add_.List" in ops  # SGD momentum, foreach path
     notes = " ".join(doc["notes"])
-    assert "after 2 optimizer steps (--max-steps 2)" in notes
+    # the budget shortens the epoch loop once an epoch repeats the ops seen: the script ends
+    assert "tests/fixtures/scripts/train_isin.py:30 ran 2 of 3 iterations" in notes
     assert "step 1 (optimizer)" in notes and "step 2 (optimizer)" in notes
+    assert doc["complete"] and doc["verdict"] != "INCOMPLETE"
 
 
 def test_script_arguments_and_step_budget(
@@ -68,8 +70,13 @@ def test_script_arguments_and_step_budget(
     notes = " ".join(doc["notes"])
     assert "step 1 (optimizer)" in notes and "step 2" not in notes
     assert "stopped by the budget" not in notes
-    _, doc = _run(cli, bundled_catalog, "train_isin.py", opts=(*OLD, "--max-steps", "1"))
-    assert "after 1 optimizer steps (--max-steps 1)" in " ".join(doc["notes"])
+    # the hard stop: the op list is incomplete and names the line it stopped at (the next
+    # iteration's forward), and the exit code says so
+    res, doc = _run(cli, bundled_catalog, "train_isin.py", opts=(*OLD, "--max-steps", "1"))
+    assert res.exit_code == 1
+    assert doc["verdict"] == "INCOMPLETE" and not doc["complete"]
+    assert ("after 1 optimizer steps (--max-steps 1) at tests/fixtures/scripts/train_isin.py:35:"
+            " that line and the code after it did not run") in doc["stopped"]
 
 
 def test_data_dependent_float64_code_runs_to_the_end(
@@ -129,7 +136,8 @@ def test_eval_transformer_encoder_layer_takes_the_fast_path(
     assert "aten::_transformer_encoder_layer_fwd" in ops
     assert doc["mode"] == "inference"
     assert "aten::native_layer_norm" not in ops  # the fused kernel, not the layer's pieces
-    assert "after 2 forward calls" in " ".join(doc["notes"])
+    # no optimizer: forward calls are the steps; the third iteration repeats, so it is skipped
+    assert "tests/fixtures/scripts/encoder_eval.py:9 ran 2 of 3 iterations" in " ".join(doc["notes"])
 
 
 def test_detector_post_processing(cli: Callable[..., Result], bundled_catalog: Path) -> None:
@@ -279,3 +287,71 @@ def test_a_stderr_flood_keeps_only_a_tail(tmp_path: Path) -> None:
     assert child.returncode == 0
     assert child.stderr.endswith("the end\n") and len(child.stderr) <= STDERR_KEEP
     assert grown_mb < 50, grown_mb  # 600 MB went through the pipe
+
+
+def test_each_runs_past_the_training_loop_to_the_code_after_it(
+    cli: Callable[..., Result], bundled_catalog: Path
+) -> None:
+    """Issue 30: a three-epoch loop, then float64 repeat_interleave and lstsq after it. The
+    old default (stop at the second optimizer step) never reached them; the budget shortens
+    the loops and the code after them runs. Two scripts, one torch import (--each)."""
+    res = cli("run", "--catalog", str(bundled_catalog), "-f", "json", "--timeout", "240",
+              "--memory-mb", "4096", *OLD, "--each", str(SCRIPTS / "train_then_fit.py"),
+              str(SCRIPTS / "lstsq_f64.py"))  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["kind"] == "opcheck.reports" and not doc["errors"]
+    assert [Path(m).name for m in doc["models"]] == ["train_then_fit.py", "lstsq_f64.py"]
+    train, fit = doc["reports"]
+    assert train["model"] == "train_then_fit.py" and fit["model"] == "lstsq_f64.py"
+    assert train["complete"] and train["verdict"] != "INCOMPLETE"
+    ops = _ops(train)
+    lstsq = ops["aten::linalg_lstsq"]
+    assert lstsq["dtypes"] == ["float64"] and lstsq["status"]
+    assert lstsq["locations"] == ["tests/fixtures/scripts/train_then_fit.py:28"]
+    ri = ops["aten::repeat_interleave.self_Tensor"]
+    assert "float64" in ri["dtypes"] and ri["status"]
+    assert ri["locations"] == ["tests/fixtures/scripts/train_then_fit.py:26"]
+    assert any("optimizer" in o["modules"] for o in train["ops"])  # the loop ran too
+    notes = " ".join(train["notes"])
+    assert "tests/fixtures/scripts/train_then_fit.py:19 ran 2 of 3 iterations" in notes
+    assert "tests/fixtures/scripts/train_then_fit.py:20 ran 2 of 8" in notes
+    assert "aten::linalg_lstsq" in _ops(fit)
+
+
+def test_trace_run_writes_the_op_list_the_web_page_checks(
+    cli: Callable[..., Result], bundled_catalog: Path, tmp_path: Path
+) -> None:
+    """`opcheck trace --run SCRIPT -- ARGS`: the op list of a run, checked later by `opcheck
+    check` and by the web check page. --max-steps 1 is the hard stop: incomplete, with the
+    line it stopped at."""
+    from types import SimpleNamespace
+
+    from opcheck.core.errors import UsageError
+    from opcheck.db.catalog import Catalog
+    from opcheck.db.engine import make_engine
+    from opcheck.web.pages.check import Submission, run_check
+
+    out = tmp_path / "ops.json"
+    res = cli("trace", "--catalog", str(bundled_catalog), "--run", "--max-steps", "1",
+              "--timeout", "240", "--memory-mb", "4096", "-o", str(out),
+              str(SCRIPTS / "train_then_fit.py"), "--", "--epochs", "5")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "train_then_fit.py: incomplete op list: stopped by the budget" in res.stderr
+    ol = json.loads(out.read_text())
+    assert ol["kind"] == "opcheck.oplist" and ol["method"] == "run" and not ol["complete"]
+    assert ("after 1 optimizer steps (--max-steps 1) at tests/fixtures/scripts/"
+            "train_then_fit.py:21") in ol["stopped"]
+    assert "aten::linalg_lstsq" not in {o["op"] for o in ol["ops"]}  # it was cut
+    res = cli("check", "--catalog", str(bundled_catalog), "-f", "json", *OLD, str(out))
+    assert res.exit_code == 1
+    checked = json.loads(res.stdout)
+    assert checked["verdict"] == "INCOMPLETE"
+    state = SimpleNamespace(facts=SimpleNamespace(workarounds=None),
+                            catalog=Catalog.load(make_engine(bundled_catalog)),
+                            has_api_docs=True)  # fmt: skip
+    report = run_check(state, Submission(out.read_text(), OLD[1]))  # type: ignore[arg-type]
+    assert report.method == "run" and report.verdict.value == "INCOMPLETE"
+    assert {f.op for f in report.ops} == {o["op"] for o in checked["ops"]}
+    with pytest.raises(UsageError, match="trace --run SCRIPT"):
+        run_check(state, Submission(res.stdout, OLD[1]))  # type: ignore[arg-type]

@@ -115,7 +115,8 @@ def submission_from_fields(fields: dict[str, str], text: str | None = None) -> S
     if text is None:
         text = fields.get("file", "").strip() or fields.get("oplist", "").strip()
         if not text:
-            raise UsageError("paste an op list or choose a file (the JSON from `opcheck trace`)")
+            raise UsageError("paste an op list or choose a file (the JSON from `opcheck trace`, "
+                             "or `opcheck trace --run SCRIPT` for a script)")
     return Submission(text, fields.get("release", "").strip(),
                       cpu_fallback=fields.get("no_cpu_fallback", "") == "",
                       hardware=fields.get("hardware", "").strip(),
@@ -152,6 +153,13 @@ def run_check(state: ServeState, sub: Submission) -> Report:
     from opcheck.core.oplist import OpList
 
     doc = _json_document(sub.text, "the op list written by `opcheck trace`")
+    if isinstance(doc, dict) and doc.get("kind") in ("opcheck.report", "opcheck.reports"):
+        # a report was checked on one release, at the level that release receives: read back
+        # as an op list it would be wrong on another (composites decompose per release)
+        raise UsageError("that is a report (`opcheck run` / `opcheck check` output), already "
+                         "checked on one release: this page checks op lists; write one with "
+                         "`opcheck trace --run SCRIPT [-- ARGS] -o ops.json` (or `opcheck trace "
+                         "MODEL -o ops.json`)")
     try:
         oplist = OpList.from_json(doc, source="the submitted op list")
     except (ValueError, TypeError, OverflowError, KeyError, AttributeError,
