@@ -48,7 +48,10 @@ GRID_STATE = """() => {
           shown: shown.length, shownProblems: shown.every(r => r.classList.contains('problem')),
           targetText: head ? head.innerText : '', outline: head ? getComputedStyle(head).outlineStyle : '',
           targetInView: !!h && h.left >= box.left - 1 && h.right <= box.right + 1,
-          targetCells: document.querySelectorAll('#grid tbody td.target').length};
+          targetCells: document.querySelectorAll('#grid tbody td.target').length,
+          // op names wrap inside their (sticky) column rather than run over the cells
+          namesFit: [...document.querySelectorAll('#grid tbody th.grid-op')].every(th =>
+            [...th.children].every(c => c.getBoundingClientRect().right <= th.getBoundingClientRect().right + 1))};
 }"""
 
 
@@ -126,6 +129,7 @@ def test_check_grid(site: str, browser: Any, shots: Path, width: int) -> None:
         # the target has its own highlighted column, scrolled into view on a phone
         assert TARGET in got["targetText"] and got["outline"] != "none", got
         assert got["targetCells"] == got["rows"] and got["targetInView"], got
+        assert got["namesFit"], got
         # cells name their status and columns their releases without hovering
         first_cell = page.locator("#grid tbody td.cell").first.inner_text().strip()
         assert first_cell
