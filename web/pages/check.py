@@ -318,6 +318,7 @@ PROBLEMS_PARAM = "problems"  # ?problems=1 (or the form's field): the grid start
 # Every release costs ~5 ms per op (a 300-op model: ~1.5 s more than its check): above this
 # many ops the grid is drawn only when "every release" is asked for anyway.
 GRID_MAX_OPS = 400
+GRID_SMALL_TEXT = 64 * 1024  # a document whose ops are not a top-level list: judged by size
 
 
 def grid_wanted(sub: Submission) -> bool:
@@ -332,7 +333,9 @@ def grid_wanted(sub: Submission) -> bool:
     except (ValueError, RecursionError):
         return False
     ops = doc.get("ops") if isinstance(doc, dict) else None
-    return isinstance(ops, list) and len(ops) <= GRID_MAX_OPS
+    if not isinstance(ops, list):  # another document kind: small enough text, small enough list
+        return len(sub.text) <= GRID_SMALL_TEXT
+    return len(ops) <= GRID_MAX_OPS
 
 
 @dataclass(frozen=True)
