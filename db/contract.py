@@ -149,6 +149,29 @@ def op_functions(engine: Engine, op: str) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in sorted(out.items())}
 
 
+def function_ops(engine: Engine, function: str) -> dict[str, list[str]]:
+    """ATen op → the releases whose kernel for it calls ``function`` (every kind): the
+    reverse of :func:`op_functions`, for the aclnn function's page."""
+    out: dict[str, set[str]] = defaultdict(set)
+    with engine.connect() as conn:
+        for op, rels in conn.execute(text(
+                "SELECT op, releases FROM op_aclnn WHERE aclnn = :f"), {"f": function}):
+            out[op].update(_split(rels))
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def known_function(engine: Engine, function: str) -> str:
+    """``function`` as the catalog spells it (aclnnabs → aclnnAbs), or "" when no table names
+    it."""
+    with engine.connect() as conn:
+        for q in ("SELECT function FROM aclnn_function WHERE lower(function) = lower(:f) LIMIT 1",
+                  "SELECT aclnn FROM op_aclnn WHERE lower(aclnn) = lower(:f) LIMIT 1"):
+            row = conn.execute(text(q), {"f": function}).first()
+            if row is not None:
+                return str(row[0])
+    return ""
+
+
 def _expand(canns: str, lines: str) -> Iterable[tuple[str, int]]:
     for version, line in zip(_split(canns), _split(lines), strict=False):
         yield version, int(line)

@@ -91,7 +91,8 @@ def test_browse_facet_and_check(site: str, tmp_path_factory: pytest.TempPathFact
             page.click("input[type=submit]")
             page.wait_for_selector("#report")
             assert "Verdict:" in page.inner_text(".verdict")
-            assert page.locator("#report a", has_text="mylib::custom").count() == 1
+            assert page.locator("#report table.rows-and-columns a", has_text="mylib::custom").count() == 1
+            assert page.locator("#grid a", has_text="mylib::custom").count() == 1
             page.screenshot(path=str(shots / "4-check-paste.png"), full_page=True)
 
             upload = shots / "ops.json"

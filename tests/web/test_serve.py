@@ -796,7 +796,7 @@ def test_pages_come_from_the_registry(client: Client) -> None:
     for page in pages.PAGES:
         assert (DATASETTE_DIR / "templates" / page.template).is_file()
         assert page.view_name in pages.view_names()
-    assert pages.uncached_paths() == ("/-/check",)
+    assert pages.uncached_paths() == ("/-/check", "/-/explain")
     assert pages.csrf_exempt("/-/check") and not pages.csrf_exempt("/-/op/aten::add.Tensor")
     routes = {r for r, _ in pages.routes()}
     assert routes == {p.route for p in pages.PAGES}

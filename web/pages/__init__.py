@@ -4,13 +4,15 @@ plugin derives routes, template variables, cache exclusions and CSRF exemptions 
 
 from __future__ import annotations
 
-from opcheck.web.pages import check, op, search
+from opcheck.web.pages import aclnn, check, explain, op, search
 from opcheck.web.pages.base import Page, View
 
 PAGES: tuple[Page, ...] = (
     op.PAGE,
     check.PAGE,
     search.PAGE,
+    aclnn.PAGE,
+    explain.PAGE,
 )
 
 

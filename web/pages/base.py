@@ -45,6 +45,12 @@ def op_url(datasette: Any, op: str) -> str:
     return str(datasette.urls.path("/-/op/" + quote(op, safe=":")))
 
 
+def aclnn_url(datasette: Any, function: str) -> str:
+    from urllib.parse import quote
+
+    return str(datasette.urls.path("/-/aclnn/" + quote(function, safe="")))
+
+
 def release_ranges(text: str) -> str:
     """A workaround's stored release ranges (``[{"min": "2.1.0", "max": "2.3.1"}]``) as a
     reader writes them: ``2.1.0 – 2.3.1, 2.6.0 and later``."""
@@ -112,6 +118,7 @@ def template_helpers(datasette: Any) -> dict[str, Any]:
         "statuses": tuple(Status),  # the legend's words, from the vocabulary
         "status_css": Markup(status_css()),
         "op_url": lambda o: op_url(datasette, o),
+        "aclnn_url": lambda f: aclnn_url(datasette, f),
         "row_url": lambda t, pk: datasette.urls.row(DB_NAME, t, tilde_encode(str(pk))),
         "db": DB_NAME,
         "release_ranges": release_ranges,

@@ -10,6 +10,7 @@ JSON (file), like ``--baseline``."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.parser
 import email.policy
 import functools
@@ -133,7 +134,8 @@ def submission_from_fields(fields: dict[str, str], text: str | None = None) -> S
 # The options a JSON POST takes as query parameters (the form's fields of the same names).
 # ``_format=json``: the report document instead of the page (also for a form POST).
 QUERY_OPTIONS = ("release", "cann", "hardware", "jit_compile", "internal_format",
-                 "no_cpu_fallback", "all_releases", "graph", "_format")
+                 "no_cpu_fallback", "all_releases", "graph", "_format",
+                 "problems")  # problems: the page's grid starts with problems only
 
 
 # json.loads parses in C without letting go of the GIL: a 4 MB document would stop the event
@@ -211,12 +213,14 @@ class Outcome:
     json: bytes = b""  # the report document, for API use
 
 
-def render_report(report: Report, helpers: dict[str, Any]) -> str:
+def render_report(report: Report, helpers: dict[str, Any], grid: Grid | None = None,
+                  grid_note: str = "") -> str:
     """The report part of the page, from its own template on a plain Jinja environment (the
     page around it is Datasette's, rendered on the event loop)."""
     from opcheck.checker.formats.report_markdown import to_markdown
 
     return str(plain_template(REPORT_TEMPLATE).render(report=report, markdown=to_markdown(report),
+                                                      grid=grid, grid_note=grid_note,
                                                       **helpers))
 
 
@@ -230,13 +234,26 @@ def check_posted(state: ServeState, ctype: str, body: bytes, args: dict[str, str
     else:
         fields.update(parse_form(ctype, body))
         sub = submission_from_fields(fields)
-    report = run_check(state, sub)
     if _wants_json(ctype, args):
+        report = run_check(state, sub)
         # Serialised here too: a large report's document takes a while to write.
         # The pure-Python encoder (iterencode) takes turns with the event loop for the GIL.
         text = "".join(json.JSONEncoder().iterencode(report.to_json()))
         return Outcome(report, json=text.encode())
-    return Outcome(report, html=render_report(report, helpers))
+    # the page's grid needs every release; the report shows the matrix only when it was
+    # asked for
+    drawn = grid_wanted(sub)
+    report = run_check(state, dataclasses.replace(sub, all_releases=True) if drawn else sub)
+    matrix = report.matrix or {}
+    if not sub.all_releases:
+        report.matrix = None
+        if report.graph is not None:
+            report.graph.pop("matrix", None)
+    grid = (release_grid(report, matrix, problems_only=wants_problems_only(args, fields),
+                         baseline=bool(sub.baseline)) if matrix else None)
+    note = "" if drawn else (f"The ops × releases grid is drawn for op lists of up to "
+                             f"{GRID_MAX_OPS} ops; tick “every release” to draw it for this one.")
+    return Outcome(report, html=render_report(report, helpers, grid, note))
 
 
 def _is_json(ctype: str) -> bool:
@@ -301,3 +318,131 @@ async def view(datasette: Any, request: Any) -> Any:
 # also stop scripts that POST op lists as JSON.
 PAGE = Page(VIEW_NAME, rf"^{PATH}$", PATH, TEMPLATE, view, cached=False, csrf_exempt=True,
             max_body=MAX_UPLOAD, methods=frozenset({"GET", "HEAD", "POST"}))
+
+
+# --- the ops × releases grid (caniuse-style) -------------------------------------------------
+
+PROBLEMS_PARAM = "problems"  # ?problems=1 (or the form's field): the grid starts with problems only
+# Every release costs ~5 ms per op (a 300-op model: ~1.5 s more than its check): above this
+# many ops the grid is drawn only when "every release" is asked for anyway.
+GRID_MAX_OPS = 400
+GRID_SMALL_TEXT = 64 * 1024  # a document whose ops are not a top-level list: judged by size
+
+
+def grid_wanted(sub: Submission) -> bool:
+    """Whether the page draws the grid of this submission without being asked (a small op
+    list; read with the C parser, which only small texts go to)."""
+    if sub.all_releases:
+        return True
+    if len(sub.text) > C_PARSE_MAX:
+        return False
+    try:
+        doc = json.loads(sub.text)
+    except (ValueError, RecursionError):
+        return False
+    ops = doc.get("ops") if isinstance(doc, dict) else None
+    if not isinstance(ops, list):  # another document kind: small enough text, small enough list
+        return len(sub.text) <= GRID_SMALL_TEXT
+    return len(ops) <= GRID_MAX_OPS
+
+
+@dataclass(frozen=True)
+class GridColumn:
+    """Consecutive releases that answer the same for every op of the model; the target release
+    has a column of its own."""
+
+    releases: tuple[str, ...]  # oldest first
+    target: bool = False
+
+    @property
+    def first(self) -> str:
+        return self.releases[0]
+
+    @property
+    def last(self) -> str:
+        return self.releases[-1]
+
+
+@dataclass(frozen=True)
+class GridRow:
+    op: str
+    cells: tuple[str, ...]  # status per column ("" = that release does not receive the op)
+    target_status: str  # "" = the target does not receive the op
+    problem: bool  # a problem on the target (status or a documented limit the trace breaks)
+    locations: tuple[str, ...] = ()  # the call sites the report has (path:line)
+    count: int = 0
+    restricted: bool = False  # the trace breaks a documented limit on the target
+
+
+@dataclass(frozen=True)
+class Grid:
+    target: str
+    columns: tuple[GridColumn, ...]
+    rows: tuple[GridRow, ...]  # problems first, worst first
+    problems_only: bool = False
+
+    @property
+    def problem_count(self) -> int:
+        return sum(r.problem for r in self.rows)
+
+    @property
+    def words(self) -> dict[str, str]:
+        """status → the short word its cells show (the vocabulary's matrix cell)."""
+        from opcheck.core.vocab import Status
+
+        return {s.value: s.cell for s in Status}
+
+
+def release_grid(report: Report, matrix: dict[str, Any], *, problems_only: bool = False,
+                 baseline: bool = False) -> Grid:
+    """The report's ops × releases, from the ``--all-releases`` matrix: releases folded into
+    runs with the same answer for every op (as the text matrix folds them), the target cut out
+    into its own column, rows with a problem on the target first."""
+    from opcheck.checker.formats.text import matrix_groups
+    from opcheck.core.vocab import Status
+
+    target = report.target.get("torch_npu", "")
+    columns: list[GridColumn] = []
+    statuses: list[dict[str, str]] = []
+    for g in matrix_groups(matrix):
+        rels = g.releases
+        if target in rels:
+            i = rels.index(target)
+            parts = [(rels[:i], False), ((target,), True), (rels[i + 1:], False)]
+        else:
+            parts = [(rels, False)]
+        for part, is_target in parts:
+            if part:
+                columns.append(GridColumn(tuple(part), is_target))
+                statuses.append(g.statuses)
+    findings = {f.op: f for f in report.ops}
+    ops = list(matrix.get("ops", {}))
+    if baseline:  # the report keeps only what changed since the baseline: so does the grid
+        ops = [o for o in ops if o in findings]
+    rows: list[GridRow] = []
+    for op in ops:
+        f = findings.get(op)
+        status = str(f.status) if f is not None else ""
+        problem = f is not None and (f.status.is_problem or f.restricted)
+        rows.append(GridRow(op, tuple(s.get(op, "") for s in statuses), status, problem,
+                            tuple(f.locations) if f is not None else (),
+                            f.count if f is not None else 0,
+                            f is not None and f.restricted))
+
+    def severity(s: str) -> int:
+        try:
+            return Status(s).severity
+        except ValueError:
+            return -1
+
+    def worst_elsewhere(r: GridRow) -> int:
+        return max((severity(s) for s in r.cells if s), default=-1)
+
+    rows.sort(key=lambda r: (not r.problem, -severity(r.target_status), -worst_elsewhere(r),
+                             r.op))
+    return Grid(target, tuple(columns), tuple(rows), problems_only)
+
+
+def wants_problems_only(args: dict[str, str], fields: dict[str, str]) -> bool:
+    value = args.get(PROBLEMS_PARAM) or fields.get(PROBLEMS_PARAM) or ""
+    return value.strip().lower() not in ("", "0", "off", "no", "false")

@@ -71,6 +71,33 @@ def timeline_runs(timeline: list[TimelineRow]) -> list[TimelineRun]:
     return [TimelineRun(tuple(r)) for r in runs]
 
 
+@dataclass(frozen=True)
+class StripCell:
+    release: str
+    label: str  # what the cell shows: the release after its torch version (rc1, post8)
+    status: str
+
+
+@dataclass
+class StripLine:
+    """One torch line of the op page's strip, oldest release first."""
+
+    line: str  # torch minor, 2.1
+    torch: str  # torch version of the line's releases, 2.1.0
+    cells: list[StripCell] = field(default_factory=list)
+
+    @property
+    def runs(self) -> list[tuple[str, str, int, str]]:
+        """(first, last, count, status) of consecutive releases with one status."""
+        out: list[list[StripCell]] = []
+        for c in self.cells:
+            if out and out[-1][-1].status == c.status:
+                out[-1].append(c)
+            else:
+                out.append([c])
+        return [(r[0].release, r[-1].release, len(r), r[0].status) for r in out]
+
+
 @dataclass
 class OpPage:
     """The op's history and what only the page shows: upstream source links, the timeline
@@ -95,6 +122,22 @@ class OpPage:
                 lines.setdefault(h.release.torch_minor, []).append(
                     (h.release.torch_npu, str(h.resolution.status)))
         return list(lines.items())
+
+    @property
+    def strip_lines(self) -> list[StripLine]:
+        """The strip per torch line, each cell with a label that names its release (the part
+        after the torch version: ``post8`` on the torch 2.1.0 line) and the line's runs of
+        one status (a line whose status changes is never labelled with one status)."""
+        lines: dict[str, StripLine] = {}
+        for h in self.history.rows:
+            if h.resolution is None:
+                continue
+            rel, torch = h.release.torch_npu, h.release.torch
+            line = lines.setdefault(h.release.torch_minor,
+                                    StripLine(h.release.torch_minor, torch))
+            short = rel[len(torch):].lstrip(".") if torch and rel.startswith(torch) else rel
+            line.cells.append(StripCell(rel, short or rel, str(h.resolution.status)))
+        return list(lines.values())
 
     @property
     def graph_runs(self) -> list[dict[str, Any]]:

@@ -1,14 +1,14 @@
 """The search page (/-/search?q=…): the box on every page. An op, an op's overloads, a Python
 API (``torch.isin``, ``F.interpolate``) or an aclnn function, read by ``checker.names`` as
-``opcheck op`` reads it; one op goes straight to its page, several are listed with their
-status on the default target, a miss lists close names."""
+``opcheck op`` reads it; one op goes straight to its page, an aclnn function to its own page,
+several ops are listed with their status on the default target, a miss lists close names."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from opcheck.checker.names import NameMatch, Names
-from opcheck.web.pages.base import Page, op_url, serve_state
+from opcheck.web.pages.base import Page, aclnn_url, op_url, serve_state
 from opcheck.web.state import ServeState
 
 VIEW_NAME = "opcheck-search"
@@ -45,6 +45,9 @@ async def view(datasette: Any, request: Any) -> Any:
         return Response.text("no catalog database", status=404)
     q = (request.args.get("q") or "").strip()[:MAX_QUERY]
     match = names_for(state).match(q) if q else NameMatch("", "none")
+    if match.kind == "aclnn" and request.args.get("_format") != "json":
+        # an aclnn function has its own page, which lists the ops that call it
+        return Response.redirect(aclnn_url(datasette, match.name))
     if match.single and request.args.get("_format") != "json":
         return Response.redirect(op_url(datasette, match.single))
     rows = statuses(state, match) if match.ops else []
