@@ -7,7 +7,11 @@ converter registered for the node's overload (``opcheck.scrapers.torchair``). Pe
 - ``conditional``: it raises on some argument values or dtypes (the condition is shown);
 - ``raises``: it always raises (declared unsupported, with its message);
 - ``no_converter``: nothing registered: the compile fails or the graph breaks there;
-- ``unknown``: the release's torchair pin is not in the catalog (never borrowed).
+- ``unknown``: no torchair converters in the catalog for the release or its torch line.
+
+A release whose own torchair pin is not in the catalog is judged on the converters of the
+nearest release of the same torch line whose pin is (``basis_pin``), and every answer says
+"inferred from torchair at <commit>" and names the releases whose answer is exact.
 
 The verdict is separate from eager mode's: NO when an op raises or has no converter, MAYBE when
 some op converts only conditionally, YES when every op converts, UNKNOWN without converters.
@@ -30,8 +34,8 @@ from opcheck.checker.graph_conditions import describe, first_rank, holds
 from opcheck.checker.resolve import Resolver
 from opcheck.core.oplist import MAX_SAMPLES, OpList, OpUse
 from opcheck.core.opname import OpName
-from opcheck.core.versions import release_key
-from opcheck.db.catalog import Catalog
+from opcheck.core.versions import release_key, torch_minor
+from opcheck.db.catalog import Catalog, ReleaseInfo
 from opcheck.db.graph import ConverterInfo, GraphPin, converters, graph_pins, op_converters
 
 CONVERTED, CONDITIONAL, RAISES = "converted", "conditional", "raises"
@@ -153,20 +157,78 @@ def _schema(cat: Catalog, op: str) -> str:
     return info.schema if info else ""
 
 
-def _pin_note(pin: GraphPin | None, release: str) -> str:
+def _pin_note(pin: GraphPin | None, release: str, inferred: bool = False) -> str:
+    unknown = "" if inferred else ": graph-mode status unknown"
     if pin is None or pin.state == "no_pin":
-        return (f"torch_npu {release} has no known torchair pin: graph-mode status unknown")
+        return f"torch_npu {release} has no known torchair pin{unknown}"
     if not pin.known:
         return (f"torch_npu {release} pins torchair {pin.torchair[:12]} ({pin.tag}), whose "
-                "converters are not in the catalog: graph-mode status unknown")
+                f"converters are not in the catalog{unknown}")
     return f"torch_npu {release}: torchair {pin.torchair[:12]} ({pin.tag})"
+
+
+@dataclass(frozen=True)
+class Basis:
+    """The converters a release is judged on: its own pin's, or (``inferred``) those of the
+    nearest release of its torch line whose pin is in the catalog."""
+
+    pin: GraphPin | None  # the pin whose converters are read (None: no answer)
+    inferred: bool = False
+    from_release: str = ""  # the release whose pin was borrowed
+
+    @property
+    def label(self) -> str:
+        if self.pin is None or not self.inferred:
+            return ""
+        return (f"inferred from torchair at {self.pin.torchair[:12]} (the pin of torch_npu "
+                f"{self.from_release}, {self.pin.tag}, the nearest release of the same torch "
+                "line whose torchair is in the catalog)")
+
+
+def _minor(rel: ReleaseInfo) -> str:
+    try:
+        return torch_minor(rel.torch)
+    except ValueError:
+        return rel.torch
+
+
+def basis_pin(cat: Catalog, pins: dict[str, GraphPin], release: str) -> Basis:
+    """``release``'s own pin when its converters are in the catalog, else the nearest known
+    pin of a release of the same torch line (closest in release order; the newer on a tie),
+    labelled inferred; else none."""
+    own = pins.get(release)
+    if own is not None and own.known:
+        return Basis(own)
+    rel = cat.release(release)
+    order = [r.torch_npu for r in sorted(cat.releases, key=lambda r: release_key(r.torch_npu))]
+    here = order.index(release) if release in order else 0
+    same = [r for r in cat.releases if r.torch_npu != release and _minor(r) == _minor(rel)
+            and (p := pins.get(r.torch_npu)) is not None and p.known]
+    if not same:
+        return Basis(None)
+    best = min(same, key=lambda r: (abs(order.index(r.torch_npu) - here),
+                                    -order.index(r.torch_npu)))
+    return Basis(pins[best.torch_npu], inferred=True, from_release=best.torch_npu)
+
+
+def exact_releases(cat: Catalog, pins: dict[str, GraphPin], release: str) -> list[str]:
+    """Releases whose graph answer is exact (their own pin's converters are in the catalog):
+    those of ``release``'s torch line first, then the newest of the others; newest first."""
+    rel = cat.release(release)
+    known = [r for r in cat.releases if r.has_kernels and (p := pins.get(r.torch_npu))
+             is not None and p.known]
+    known.sort(key=lambda r: release_key(r.torch_npu), reverse=True)
+    known.sort(key=lambda r: _minor(r) != _minor(rel))  # stable: newest first within each
+    return [r.torch_npu for r in known][:6]
 
 
 def graph_check(cat: Catalog, oplist: OpList, release: str, *, cpu_fallback: bool = True,
                 pins: dict[str, GraphPin] | None = None) -> dict[str, Any]:
     """The graph-mode section of a report for one release (JSON-ready)."""
     pins = graph_pins(cat.engine) if pins is None else pins
-    pin = pins.get(release)
+    own = pins.get(release)
+    basis = basis_pin(cat, pins, release)
+    pin = basis.pin
     rel = cat.release(release)
     rows = graph_ops(oplist, cat.operators)
     known = pin is not None and pin.known
@@ -191,7 +253,13 @@ def graph_check(cat: Catalog, oplist: OpList, release: str, *, cpu_fallback: boo
         ))
     ops.sort(key=lambda g: (-_SEVERITY[g.status], -g.count, g.op))
     statuses = [g.status for g in ops]
-    notes = [IR_NOTE, _pin_note(pin, release)]
+    notes = [IR_NOTE, _pin_note(own, release, basis.inferred)]
+    exact = [] if own is not None and own.known else exact_releases(cat, pins, release)
+    if basis.inferred:
+        notes.append(f"graph-mode answer {basis.label}")
+    if exact:
+        notes.append("releases whose graph-mode answer is exact (their torchair pin is in the "
+                     f"catalog): {', '.join(exact)} (`--graph --torch-npu {exact[0]}`)")
     decided = [g for g in ops if g.evaluated]
     if decided:
         notes.append(
@@ -204,9 +272,14 @@ def graph_check(cat: Catalog, oplist: OpList, release: str, *, cpu_fallback: boo
         notes.append(STATIC_NOTE)
     return {
         "release": release,
-        "torchair": pin.torchair if pin else "",
-        "tag": pin.tag if pin else "",
-        "state": pin.state if pin else "no_pin",
+        "torchair": own.torchair if own else "",
+        "tag": own.tag if own else "",
+        "state": own.state if own else "no_pin",
+        # the converters judged on: the release's own pin, or (inferred) a neighbour's
+        "inferred": basis.inferred,
+        "basis": basis.label or (f"torchair {pin.torchair[:12]} ({pin.tag})" if pin else ""),
+        "basis_torchair": pin.torchair if pin else "",
+        "exact_releases": exact,
         "ir": "aten, CompositeImplicitAutograd decomposed, functionalized (the trace's leaves)",
         "verdict": verdict_of(statuses, known=known, complete=oplist.complete),
         "counts": {s: statuses.count(s) for s in _SEVERITY},
@@ -228,11 +301,15 @@ def graph_matrix(cat: Catalog, oplist: OpList) -> dict[str, Any]:
     by_commit: dict[int, dict[str, ConverterInfo]] = {}
     decided = 0  # cells whose conditional converter was decided on the traced arguments
     releases = [r for r in cat.releases if r.has_kernels]
+    inferred: dict[str, str] = {}  # release → the torchair commit its answer is inferred from
     for rel in releases:
-        pin = pins.get(rel.torch_npu)
+        basis = basis_pin(cat, pins, rel.torch_npu)
+        pin = basis.pin
         if pin is None or not pin.known or pin.source_id is None:
             verdicts[rel.torch_npu] = "UNKNOWN"
             continue
+        if basis.inferred:
+            inferred[rel.torch_npu] = pin.torchair
         if pin.source_id not in by_commit:
             by_commit[pin.source_id] = converters(cat.engine, pin, names)
         infos = by_commit[pin.source_id]
@@ -243,8 +320,9 @@ def graph_matrix(cat: Catalog, oplist: OpList) -> dict[str, Any]:
         for op, st in zip(names, statuses, strict=True):
             cells[op][rel.torch_npu] = st
         verdicts[rel.torch_npu] = verdict_of(statuses, known=True, complete=oplist.complete)
-    good = [r for r, v in verdicts.items() if v in ("YES", "MAYBE")]
+    good = [r for r, v in verdicts.items() if v in ("YES", "MAYBE") and r not in inferred]
     return {
+        "inferred": inferred,
         "releases": [r.torch_npu for r in releases],
         "ops": cells,
         "verdicts": verdicts,
@@ -261,7 +339,8 @@ def op_graph(cat: Catalog, op: str) -> list[dict[str, Any]]:
     infos = op_converters(cat.engine, op)
     out = []
     for rel in cat.releases:
-        pin = pins.get(rel.torch_npu)
+        basis = basis_pin(cat, pins, rel.torch_npu)
+        pin = basis.pin or pins.get(rel.torch_npu)
         known = pin is not None and pin.known and pin.source_id is not None
         info = infos.get(pin.source_id) if known and pin and pin.source_id is not None else None
         status = _status(info, rel.torch) if known else UNKNOWN
@@ -271,6 +350,7 @@ def op_graph(cat: Catalog, op: str) -> list[dict[str, Any]]:
             "message": info.message if info and status != NO_CONVERTER else "",
             "condition": info.condition if info and status == CONDITIONAL else "",
             "url": info.url if info else "",
+            "inferred": basis.label,
         })
     return out
 
@@ -310,7 +390,9 @@ def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
     for rel in matrix.get("releases", []):
         bad = [op for op, cells in matrix["ops"].items() if cells.get(rel) in FAILING]
         more = " …" if len(bad) > 6 else ""
+        basis = matrix.get("inferred", {}).get(rel)
         what = verdicts.get(rel, "UNKNOWN") + (
+            f" (inferred from torchair at {basis[:12]})" if basis else "") + (
             f"  ({len(bad)} not converting: {', '.join(bad[:6])}{more})" if bad else "")
         if runs and runs[-1][2] == what:
             runs[-1] = (runs[-1][0], rel, what)
@@ -329,7 +411,9 @@ def graph_text(graph: dict[str, Any]) -> str:
     """The graph section as plain text (under the eager table of ``opcheck check``)."""
     counts = graph.get("counts", {})
     head = (f"Graph mode (torch.compile + torchair) on torch_npu {graph['release']}: "
-            f"{graph['verdict']}  "
+            f"{graph['verdict']}"
+            + (" (inferred from torchair at " + graph["basis_torchair"][:12] + ")"
+               if graph.get("inferred") else "") + "  "
             + ", ".join(f"{counts.get(s, 0)} {_WORDS[s]}" for s in _SEVERITY if counts.get(s)))
     lines = ["", head]
     problems = _problem_ops(graph)
@@ -349,7 +433,8 @@ def graph_markdown(graph: dict[str, Any]) -> list[str]:
     """The graph section of the Markdown report."""
     out = ["", "## Graph mode (torch.compile with torchair)", "",
            f"**{graph['verdict']}** on torch_npu {graph['release']}"
-           + (f" (torchair `{graph['torchair'][:12]}`, {graph['tag']})" if graph["torchair"]
+           + (f" ({graph['basis']})" if graph.get("inferred")
+              else f" (torchair `{graph['torchair'][:12]}`, {graph['tag']})" if graph["torchair"]
               else ""), ""]
     problems = _problem_ops(graph)
     if problems:

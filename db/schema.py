@@ -35,6 +35,7 @@ from opcheck.db.data import (
     AclnnParamRec,
     ApiFacts,
     ApiOpRec,
+    CaptureRuleRec,
     CatalogData,
     DeprecationRec,
     EngineSiteRec,
@@ -193,6 +194,7 @@ TABLES: tuple[Table, ...] = (
     Table(t.KernelSocCheck, lambda d: d.kernel_soc_checks),
     Table(t.EngineSite, lambda d: d.engine_sites),
     Table(t.OpBinary, lambda d: d.op_binaries),
+    Table(t.CaptureRule, lambda d: d.capture_rules),
 )
 
 
@@ -285,4 +287,6 @@ FILES: tuple[File, ...] = (
     # optional: a snapshot written before the engine facts still reads (engine unknown)
     File("engine_sites.tsv", EngineSiteRec, "engine_sites", optional=True),
     File("op_binaries.tsv", OpBinaryRec, "op_binaries", optional=True),
+    # optional: a snapshot written before the capture rules still reads (capture unknown)
+    File("capture_rules.tsv", CaptureRuleRec, "capture_rules", optional=True),
 )
