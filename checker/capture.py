@@ -158,65 +158,55 @@ def _mask_index(f: Finding, oplist: OpList) -> bool:
 def _breaks_of(f: Finding, tags: set[str], rules: list[CaptureRule], oplist: OpList
                ) -> list[CaptureBreak]:
     out: list[CaptureBreak] = []
-    common = {"op": f.op, "count": f.count, "locations": list(f.locations)}
+
+    def add(kind: str, severity: str, why: str, rule: CaptureRule | None = None, *,
+            products: list[str] | None = None, message: str = "") -> None:
+        out.append(CaptureBreak(
+            op=f.op, kind=kind, severity=severity, why=why, count=f.count,
+            locations=list(f.locations), products=products or [],
+            rule=f"{rule.path}:{rule.line}" if rule else "", url=rule.url if rule else "",
+            message=message))
+
     sync = _rule(rules, "sync_point")
-    sync_at = {"rule": f"{sync.path}:{sync.line}", "url": sync.url} if sync else {}
     if f.status is Status.CPU_FALLBACK:
-        out.append(CaptureBreak(kind="cpu_fallback", severity=BREAKS, why=(
-            "CPU fallback: inputs copied to the host and back, the stream synchronised on "
-            "every call"), **common, **sync_at))
+        add("cpu_fallback", BREAKS, "CPU fallback: inputs copied to the host and back, the "
+            "stream synchronised on every call", sync)
     elif f.status is Status.UNSUPPORTED:
-        out.append(CaptureBreak(kind="unsupported", severity=BREAKS,
-                                why="no kernel: the call raises, captured or not", **common))
+        add("unsupported", BREAKS, "no kernel: the call raises, captured or not")
     elif f.status is Status.UNKNOWN:
-        out.append(CaptureBreak(kind="unknown", severity=MAYBE,
-                                why="not in the catalog: capture behaviour unknown", **common))
+        add("unknown", MAYBE, "not in the catalog: capture behaviour unknown")
     dynamic = tags & set(SYNC_TAGS)
     if dynamic and (f.op not in _MASK_ONLY or _mask_index(f, oplist)):
         what = ("its output value is read on the host" if "data_dependent_output" in dynamic
                 else "its output shape depends on the data (the size is read on the host)")
-        out.append(CaptureBreak(kind="host_sync", severity=BREAKS, why=(
-            f"host sync: {what}; a stream synchronize fails during capture"), **common,
-            **sync_at))
+        add("host_sync", BREAKS, f"host sync: {what}; a stream synchronize fails during "
+            "capture", sync)
     elif (f.engine or {}).get("host_syncs"):
-        out.append(CaptureBreak(kind="host_sync", severity=BREAKS, why=(
-            "host sync: op-plugin runs aten::nonzero on the boolean mask before the kernel "
-            f"({f.engine['host_syncs'] if f.engine else 0} calls)"), **common, **sync_at))
+        add("host_sync", BREAKS, "host sync: op-plugin runs aten::nonzero on the boolean mask "
+            f"before the kernel ({(f.engine or {}).get('host_syncs')} calls)", sync)
     acl = [p for p, path in f.path.items() if path == "acl_op"]
     aclop = _rule(rules, "aclop", "OpCommand::Run") or _rule(rules, "aclop")
     if acl and aclop and f.status is Status.NPU:
         msg = _rule(rules, "aclop", "assertNotCapturingAclop")
         everywhere = len(acl) == len(f.path)
-        out.append(CaptureBreak(
-            kind="acl_op", severity=BREAKS, products=[] if everywhere else acl,
-            why=("acl_op kernel: torch_npu refuses acl_op kernels during capture"
-                 + ("" if everywhere else f" (on {', '.join(acl)})")),
-            rule=f"{aclop.path}:{aclop.line}", url=aclop.url,
-            message=msg.message if msg else "", **common))
+        add("acl_op", BREAKS, "acl_op kernel: torch_npu refuses acl_op kernels during capture"
+            + ("" if everywhere else f" (on {', '.join(acl)})"), aclop,
+            products=[] if everywhere else acl, message=msg.message if msg else "")
     if RANDOM_TAG in tags and f.status is Status.NPU:
         safe = _rule(rules, "rng_graph_safe")
         legacy = _rule(rules, "generator", "philox_engine_inputs")
-        if safe is None:
-            gen = _rule(rules, "generator", "philox_npu_state") or _rule(rules, "generator")
-            if gen is not None:
-                out.append(CaptureBreak(
-                    kind="random", severity=BREAKS, why=(
-                        "random op: every NPU generator access refuses capture here"),
-                    rule=f"{gen.path}:{gen.line}", url=gen.url, message=gen.message,
-                    **common))
-        elif legacy is not None:
-            out.append(CaptureBreak(
-                kind="random", severity=MAYBE, why=(
-                    "random op: captured when its kernel draws offsets through the graph-safe "
-                    "philox_npu_state; a kernel still calling philox_engine_inputs raises "
-                    "(op-plugin's kernel not read)"),
-                rule=f"{legacy.path}:{legacy.line}", url=legacy.url, message=legacy.message,
-                **common))
+        gen = _rule(rules, "generator", "philox_npu_state") or _rule(rules, "generator")
+        if safe is None and gen is not None:
+            add("random", BREAKS, "random op: every NPU generator access refuses capture here",
+                gen, message=gen.message)
+        elif safe is not None and legacy is not None:
+            add("random", MAYBE, "random op: captured when its kernel draws offsets through "
+                "the graph-safe philox_npu_state; a kernel still calling philox_engine_inputs "
+                "raises (op-plugin's kernel not read)", legacy, message=legacy.message)
     aicpu = (f.engine or {}).get("aicpu_calls", 0)
     if aicpu:
-        out.append(CaptureBreak(kind="aicpu", severity=SLOW, why=(
-            f"AI CPU kernel ({aicpu} calls): captured as a task (no torch_npu rule against "
-            "it), but runs on the AI CPU on every replay"), **common))
+        add("aicpu", SLOW, f"AI CPU kernel ({aicpu} calls): captured as a task (no torch_npu "
+            "rule against it), but runs on the AI CPU on every replay")
     return out
 
 

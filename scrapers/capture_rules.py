@@ -82,7 +82,7 @@ def _literal(args: str) -> str:
 
 def _call_args(lines: list[str], start: int, col: int) -> str:
     """The text inside the parentheses that open at lines[start][col:] (may span lines)."""
-    depth, out = 0, []
+    depth, out = 0, list[str]()
     for i in range(start, min(start + 20, len(lines))):
         seg = lines[i][col:] if i == start else lines[i]
         for ch in seg:
