@@ -23,6 +23,7 @@ from opcheck.db.data import (
     ApiFacts,
     ApiOpRec,
     ApiSupportRec,
+    CaptureRuleRec,
     CatalogData,
     EngineSiteRec,
     GraphConverterRec,
@@ -107,6 +108,8 @@ def _full() -> CatalogData:
                                                 "at::native::foreach_tensor_sqrt_slow")]
     full.engine_sites = [EngineSiteRec("aclnnIsin", "9.1.0", "ops-math", "IsIn", "aicore")]
     full.op_binaries = [OpBinaryRec("IsIn", "9.1.0", "ops-math", "ascend910b", 1)]
+    full.capture_rules = [CaptureRuleRec("aclop", "OpCommand::Run", tags="v7.3.1-pytorch2.6.0",
+                                         lines="136", sources="1")]
     return full
 
 
