@@ -36,7 +36,16 @@ from opcheck.core.oplist import MAX_SAMPLES, OpList, OpUse
 from opcheck.core.opname import OpName
 from opcheck.core.versions import release_key, torch_minor
 from opcheck.db.catalog import Catalog, ReleaseInfo
-from opcheck.db.graph import ConverterInfo, GraphPin, converters, graph_pins, op_converters
+from opcheck.db.graph import (
+    ConverterInfo,
+    GraphPin,
+    InductorEntry,
+    converters,
+    graph_pins,
+    inductor_at,
+    inductor_tags,
+    op_converters,
+)
 
 CONVERTED, CONDITIONAL, RAISES = "converted", "conditional", "raises"
 NO_CONVERTER, UNKNOWN = "no_converter", "unknown"
@@ -270,7 +279,10 @@ def graph_check(cat: Catalog, oplist: OpList, release: str, *, cpu_fallback: boo
             "tensors")
     if oplist.ir == "pre-dispatch" or oplist.method.startswith("static"):
         notes.append(STATIC_NOTE)
+    inductor = inductor_check(cat, rel, [(op, use.count, e) for (op, use, _), e
+                                         in zip(rows, eager, strict=True)])
     return {
+        "inductor": inductor,
         "release": release,
         "torchair": own.torchair if own else "",
         "tag": own.tag if own else "",
@@ -287,6 +299,97 @@ def graph_check(cat: Catalog, oplist: OpList, release: str, *, cpu_fallback: boo
         "ops": [asdict(g) for g in ops],
         "notes": notes,
     }
+
+
+# --- torch.compile's default backend (inductor) on the NPU ----------------------------------
+
+INDUCTOR_NOTE = (
+    "inductor: torch_npu generates Triton kernels (triton-ascend) only for the ops it lists; "
+    "every other op runs its eager NPU kernel inside the compiled graph (its eager status "
+    "applies); inductor's own decompositions are not read")
+
+
+def _inductor_tag(cat: Catalog, rel: ReleaseInfo, tags: set[str]) -> tuple[str, bool]:
+    """The tag whose inductor lists judge ``rel``: its own, else the newest tag of its torch
+    line that has them (inferred), else none."""
+    if rel.tag in tags:
+        return rel.tag, False
+    line = [t for t in tags if _minor_text(t.rsplit("pytorch", 1)[-1]) == _minor(rel)]
+    by_tag = {r.tag: r for r in cat.releases if r.tag}
+    line.sort(key=lambda t: abs(by_tag[t].sort_key - rel.sort_key) if t in by_tag else 1e9)
+    return (line[0], True) if line else ("", False)
+
+
+def _minor_text(version: str) -> str:
+    try:
+        return torch_minor(version)
+    except ValueError:
+        return version
+
+
+def _generated(op: str, entries: list[InductorEntry]) -> InductorEntry | None:
+    packet = op.split(".", 1)[0]
+    for e in entries:
+        if e.kind == "generate" and (e.name == op or e.name == packet):
+            return e
+        if e.kind == "generate_prefix" and e.name in op:
+            return e
+    return None
+
+
+def inductor_check(cat: Catalog, rel: ReleaseInfo,
+                   ops: list[tuple[str, int, str]]) -> dict[str, Any]:
+    """torch.compile with the default (inductor) backend on ``rel``: per op (name, calls, eager
+    status), whether torch_npu's inductor generates it or runs its eager kernel; a verdict."""
+    tags = inductor_tags(cat.engine)
+    tag, inferred = _inductor_tag(cat, rel, tags)
+    entries = inductor_at(cat.engine, tag) if tag else []
+    basis = (f"torch_npu's _inductor at {tag}" if tag and not inferred
+             else f"inferred from torch_npu's _inductor at {tag}" if tag else "")
+    if not entries:
+        return {"verdict": "UNKNOWN", "tag": "", "inferred": False, "basis": "",
+                "generated": [], "eager": [], "notes": [
+                    f"inductor: torch_npu's _inductor sources for torch_npu {rel.torch_npu} (or "
+                    "its torch line) are not in the catalog"]}
+    backend = next((e for e in entries if e.kind == "backend"), None)
+    forced = {e.name for e in entries if e.kind == "fallback"}
+    generated, eager = [], []
+    for op, count, status in ops:
+        e = None if op in forced or op.split(".", 1)[0] in forced else _generated(op, entries)
+        if e is not None:
+            generated.append({"op": op, "count": count, "where": f"{e.path}:{e.line}",
+                              "url": e.url})
+        else:
+            eager.append({"op": op, "count": count, "eager": status})
+    statuses = {o["eager"] for o in eager}
+    if backend is None or "unsupported" in statuses:
+        verdict = "NO"
+    elif statuses & {"cpu_fallback", "unknown", ""}:
+        verdict = "MAYBE"
+    else:
+        verdict = "YES"
+    notes = [INDUCTOR_NOTE]
+    if backend is None:
+        notes.append(f"inductor: torch_npu registers no inductor backend for npu at {tag}")
+    else:
+        notes.append(f"inductor: NPU backend registered at {backend.path}:{backend.line} "
+                     f"({basis}); needs triton-ascend installed")
+    return {"verdict": verdict, "tag": tag, "inferred": inferred, "basis": basis,
+            "generated": generated, "eager": eager, "notes": notes}
+
+
+def inductor_lines(ind: dict[str, Any]) -> list[str]:
+    """The inductor part of the graph section, as text lines."""
+    head = (f"torch.compile default backend (inductor) on the NPU: {ind['verdict']}"
+            + (f" ({ind['basis']})" if ind.get("inferred") else ""))
+    if ind["generated"] or ind["eager"]:
+        head += (f"  {len(ind['generated'])} ops generated as Triton kernels, "
+                 f"{len(ind['eager'])} run their eager kernel")
+    lines = [head]
+    bad = [o for o in ind["eager"] if o["eager"] in ("unsupported", "cpu_fallback", "unknown")]
+    for o in bad[:MAX_LISTED]:
+        lines.append(f"  {o['op']:<44} eager {o['eager']}")
+    return lines + [f"  note: {n}" for n in ind.get("notes", [])]
 
 
 def graph_matrix(cat: Catalog, oplist: OpList) -> dict[str, Any]:
@@ -426,6 +529,8 @@ def graph_text(graph: dict[str, Any]) -> str:
     if "matrix" in graph:
         lines += _matrix_lines(graph["matrix"])
     lines += [f"  note: {n}" for n in graph.get("notes", [])]
+    if graph.get("inductor"):
+        lines += inductor_lines(graph["inductor"])
     return "\n".join(lines) + "\n"
 
 
@@ -448,4 +553,7 @@ def graph_markdown(graph: dict[str, Any]) -> list[str]:
     if "matrix" in graph:
         out += ["", *_matrix_lines(graph["matrix"])]
     out += ["", *(f"- {n}" for n in graph.get("notes", []))]
+    if graph.get("inductor"):
+        out += ["", "### torch.compile with the default backend (inductor)", "",
+                *inductor_lines(graph["inductor"])]
     return out

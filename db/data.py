@@ -359,6 +359,8 @@ class CatalogData:
     op_binaries: list[OpBinaryRec] = field(default_factory=list)
     # ACL graph capture: torch_npu's own capture rules per tag (opcheck.scrapers.capture_rules)
     capture_rules: list[CaptureRuleRec] = field(default_factory=list)
+    # torch.compile's default backend on the NPU: torch_npu's inductor lists per tag
+    inductor_rules: list[InductorRuleRec] = field(default_factory=list)
 
     def add_source(self, scraper: str, path: str, *, url: str = "", ref: str = "",
                    commit: str = "", sha256: str = "", rows: int = 0) -> int:
@@ -385,6 +387,20 @@ class CaptureRuleRec:
     kind: str
     subject: str
     message: str = ""
+    path: str = ""  # relative to the tag's root
+    tags: str = ""
+    lines: str = ""
+    sources: str = ""
+
+
+@dataclass
+class InductorRuleRec:
+    """One entry of torch_npu's inductor backend (``opcheck.scrapers.inductor``: ``kind``
+    backend, generate, generate_prefix, fallback), grouped across the tags that list it
+    alike (``tags``, ``lines``, ``sources`` in step, as :class:`CaptureRuleRec`)."""
+
+    kind: str
+    name: str
     path: str = ""  # relative to the tag's root
     tags: str = ""
     lines: str = ""

@@ -42,6 +42,7 @@ from opcheck.db.data import (
     GraphConverterRec,
     GraphConverterRow,
     GraphPinRec,
+    InductorRuleRec,
     KernelFacts,
     KernelPathRuleRec,
     KernelSocCheckRec,
@@ -195,6 +196,7 @@ TABLES: tuple[Table, ...] = (
     Table(t.EngineSite, lambda d: d.engine_sites),
     Table(t.OpBinary, lambda d: d.op_binaries),
     Table(t.CaptureRule, lambda d: d.capture_rules),
+    Table(t.InductorRule, lambda d: d.inductor_rules),
 )
 
 
@@ -289,4 +291,5 @@ FILES: tuple[File, ...] = (
     File("op_binaries.tsv", OpBinaryRec, "op_binaries", optional=True),
     # optional: a snapshot written before the capture rules still reads (capture unknown)
     File("capture_rules.tsv", CaptureRuleRec, "capture_rules", optional=True),
+    File("inductor_rules.tsv", InductorRuleRec, "inductor_rules", optional=True),
 )

@@ -353,6 +353,19 @@ class CaptureRule(CatalogTable, table=True):
     sources: str = ""
 
 
+class InductorRule(CatalogTable, table=True):
+    """An entry of torch_npu's inductor backend at the tags listed (``InductorRuleRec``)."""
+
+    __tablename__ = "inductor_rule"
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(index=True)
+    name: str
+    path: str = ""
+    tags: str = ""
+    lines: str = ""
+    sources: str = ""
+
+
 class KernelPathRule(CatalogTable, table=True):
     """How torch_npu picks an op's kernel path at one release (``KernelPathRuleRec``)."""
 

@@ -341,3 +341,57 @@ def test_model_of_converted_ops_says_yes(real_graph: Catalog) -> None:
     assert {o["op"] for o in g["ops"]} >= {"aten::relu", "aten::sigmoid", "aten::mul.Tensor",
                                            "aten::add.Tensor"}
     assert all(o["status"] == CONVERTED for o in g["ops"]) and g["verdict"] == "YES"
+
+
+# --- torch.compile's default backend (inductor) ----------------------------------------------
+
+INDUCTOR_LISTS = "aten = torch.ops.aten\nGENERATE_LIST = [\n    aten.add,\n    aten.relu,\n]\n"
+INDUCTOR_INIT = "def _register():\n    register_backend_for_device('npu', S, W, C)\n"
+
+
+@pytest.fixture(scope="module")
+def inductor_cat(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    from opcheck.sync.inductor import INIT, LISTS, InductorLowerings
+
+    mirror = tmp_path_factory.mktemp("inductor_mirror")
+    base = mirror / "github/Ascend/pytorch/v7.2.0-pytorch2.1.0"  # 2.1.0.post17's tag
+    for rel, text in ((LISTS, INDUCTOR_LISTS), (INIT, INDUCTOR_INIT)):
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_text(text, encoding="utf-8")
+    data = small_catalog()
+    ctx = SyncContext(MirrorSource(mirror))
+    ctx.data = data
+    InductorLowerings().collect(ctx)
+    assert ctx.failures == [] and data.inductor_rules
+    path = write_catalog(data, tmp_path_factory.mktemp("inductor") / "catalog.sqlite")
+    return Catalog.load(make_engine(path))
+
+
+def test_inductor_generates_listed_ops_and_runs_the_rest_eagerly(inductor_cat: Catalog) -> None:
+    g = graph_check(inductor_cat, _oplist("aten::add.Tensor", "aten::mm"), "2.1.0.post17")
+    ind = g["inductor"]
+    assert [o["op"] for o in ind["generated"]] == ["aten::add.Tensor"]  # aten.add: any overload
+    assert ind["generated"][0]["where"] == "torch_npu/_inductor/lowering_op_list.py:3"
+    # the rest runs its eager kernel: the eager status of the same release
+    eager = {o["op"]: o["eager"] for o in g["ops"]}
+    assert [(o["op"], o["eager"]) for o in ind["eager"]] == [("aten::mm", eager["aten::mm"])]
+    assert ind["verdict"] == ("YES" if eager["aten::mm"] in ("npu", "composite") else "MAYBE")
+    assert not ind["inferred"]
+    assert any("lowering" not in n and "__init__.py:2" in n for n in ind["notes"])
+    # the same torch line without its own lists: inferred from the tag that has them
+    other = graph_check(inductor_cat, _oplist("aten::add.Tensor"), "2.1.0.post10")["inductor"]
+    assert other["inferred"] and other["basis"] == (
+        "inferred from torch_npu's _inductor at v7.2.0-pytorch2.1.0")
+    # another torch line: unknown, never borrowed across lines
+    assert graph_check(inductor_cat, _oplist("aten::add.Tensor"),
+                       "2.6.0.post5")["inductor"]["verdict"] == "UNKNOWN"
+
+
+def test_inductor_with_an_eager_problem_is_not_yes(inductor_cat: Catalog) -> None:
+    ops = [op for op in ("aten::isin.Tensor_Tensor", "aten::_foo_unknown")]
+    ind = graph_check(inductor_cat, _oplist(*ops), "2.1.0.post17")["inductor"]
+    eager = {o["op"]: o["eager"] for o in ind["eager"]}
+    assert ind["verdict"] in ("MAYBE", "NO") and set(eager) == set(ops)
+    assert ind["verdict"] == ("NO" if "unsupported" in eager.values() else "MAYBE")
+    assert "torch.compile default backend (inductor)" in graph_text(
+        graph_check(inductor_cat, _oplist(*ops), "2.1.0.post17"))

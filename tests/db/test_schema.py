@@ -28,6 +28,7 @@ from opcheck.db.data import (
     EngineSiteRec,
     GraphConverterRec,
     GraphPinRec,
+    InductorRuleRec,
     KernelFacts,
     KernelPathRuleRec,
     KernelSocCheckRec,
@@ -110,6 +111,8 @@ def _full() -> CatalogData:
     full.op_binaries = [OpBinaryRec("IsIn", "9.1.0", "ops-math", "ascend910b", 1)]
     full.capture_rules = [CaptureRuleRec("aclop", "OpCommand::Run", tags="v7.3.1-pytorch2.6.0",
                                          lines="136", sources="1")]
+    full.inductor_rules = [InductorRuleRec("generate", "aten::mul", tags="v7.3.1-pytorch2.6.0",
+                                           lines="16", sources="1")]
     return full
 
 
