@@ -192,7 +192,7 @@ def _breaks_of(f: Finding, tags: set[str], rules: list[CaptureRule], oplist: OpL
         add("acl_op", BREAKS, "acl_op kernel: torch_npu refuses acl_op kernels during capture"
             + ("" if everywhere else f" (on {', '.join(acl)})"), aclop,
             products=[] if everywhere else acl, message=msg.message if msg else "")
-    if RANDOM_TAG in tags and f.status is Status.NPU:
+    if RANDOM_TAG in tags and f.status in (Status.NPU, Status.COMPOSITE):
         safe = _rule(rules, "rng_graph_safe")
         legacy = _rule(rules, "generator", "philox_engine_inputs")
         gen = _rule(rules, "generator", "philox_npu_state") or _rule(rules, "generator")
@@ -239,6 +239,9 @@ def capture_check(cat: Catalog, report: Report, oplist: OpList, release: Release
         worst = max((_RANK[b.severity] for b in breaks), default=-1)
         verdict = ("NO" if worst == _RANK[BREAKS] else "MAYBE" if worst == _RANK[MAYBE]
                    else "INCOMPLETE" if not oplist.complete else "YES")
+        notes.append("every recorded call is judged as if it ran inside the capture (opcheck "
+                     "does not know which part of the program you capture): read the calls of "
+                     "the captured step")
         if basis.inferred:
             notes.append(f"capture rules {label}")
         begin = [r for r in rules if r.kind == "capture_begin"]
