@@ -22,11 +22,13 @@ CAPTURE = "capture"
 _FIRST = (Status.UNSUPPORTED, Status.CPU_FALLBACK, Status.UNKNOWN)
 
 
-def rules() -> dict[str, str]:
+def rules(capture: bool = False) -> dict[str, str]:
+    """The rules a report declares (``capture``: the report has a --capture section)."""
     out = {str(s): s.rule for s in _FIRST}
     out.update({str(s): s.rule for s in Status if s.is_problem and s not in _FIRST})
     out[RESTRICTED] = "A dtype seen in the trace is outside the op's documented restriction"
-    out[CAPTURE] = "The call breaks ACL graph capture (torch.npu.NPUGraph) on the target release"
+    if capture:
+        out[CAPTURE] = "The call breaks ACL graph capture (torch.npu.NPUGraph) on the target release"
     return out
 
 
@@ -76,7 +78,7 @@ def to_sarif(report: Report) -> str:
         "runs": [{
             "tool": {"driver": {
                 "name": "opcheck", "version": __version__,
-                "rules": [{"id": k, "shortDescription": {"text": v}} for k, v in rules().items()],
+                "rules": [{"id": k, "shortDescription": {"text": v}} for k, v in rules(report.capture is not None).items()],
             }},
             "results": results,
         }],
