@@ -447,10 +447,14 @@ def op_graph(cat: Catalog, op: str) -> list[dict[str, Any]]:
         known = pin is not None and pin.known and pin.source_id is not None
         info = infos.get(pin.source_id) if known and pin and pin.source_id is not None else None
         status = _status(info, rel.torch) if known else UNKNOWN
+        message = info.message if info and status != NO_CONVERTER else ""
+        if basis.inferred and pin is not None:  # shown wherever the message is (op page, CLI)
+            message = "; ".join(x for x in (message, f"inferred from torchair at "
+                                            f"{pin.torchair[:12]}") if x)
         out.append({
             "torch_npu": rel.torch_npu, "torchair": pin.torchair if pin else "",
             "status": status,
-            "message": info.message if info and status != NO_CONVERTER else "",
+            "message": message,
             "condition": info.condition if info and status == CONDITIONAL else "",
             "url": info.url if info else "",
             "inferred": basis.label,
