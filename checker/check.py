@@ -112,6 +112,7 @@ class Report:
     complete: bool = True  # False: the op list stopped before the end of the program
     stopped: str = ""
     graph: dict[str, Any] | None = None  # --graph: torchair graph mode (opcheck.checker.graph)
+    capture: dict[str, Any] | None = None  # --capture: ACL graph capture (checker.capture)
     # slow paths counted over the calls: aicpu_calls, maybe_aicpu_calls, host_syncs (engine)
     slow_paths: dict[str, int] = field(default_factory=dict)
 
@@ -126,6 +127,8 @@ class Report:
             doc.pop("matrix")
         if self.graph is None:
             doc.pop("graph")
+        if self.capture is None:
+            doc.pop("capture")
         return doc
 
 

@@ -7,7 +7,11 @@ converter registered for the node's overload (``opcheck.scrapers.torchair``). Pe
 - ``conditional``: it raises on some argument values or dtypes (the condition is shown);
 - ``raises``: it always raises (declared unsupported, with its message);
 - ``no_converter``: nothing registered: the compile fails or the graph breaks there;
-- ``unknown``: the release's torchair pin is not in the catalog (never borrowed).
+- ``unknown``: no torchair converters in the catalog for the release or its torch line.
+
+A release whose own torchair pin is not in the catalog is judged on the converters of the
+nearest release of the same torch line whose pin is (``basis_pin``), and every answer says
+"inferred from torchair at <commit>" and names the releases whose answer is exact.
 
 The verdict is separate from eager mode's: NO when an op raises or has no converter, MAYBE when
 some op converts only conditionally, YES when every op converts, UNKNOWN without converters.
@@ -30,9 +34,18 @@ from opcheck.checker.graph_conditions import describe, first_rank, holds
 from opcheck.checker.resolve import Resolver
 from opcheck.core.oplist import MAX_SAMPLES, OpList, OpUse
 from opcheck.core.opname import OpName
-from opcheck.core.versions import release_key
-from opcheck.db.catalog import Catalog
-from opcheck.db.graph import ConverterInfo, GraphPin, converters, graph_pins, op_converters
+from opcheck.core.versions import release_key, torch_minor
+from opcheck.db.catalog import Catalog, ReleaseInfo
+from opcheck.db.graph import (
+    ConverterInfo,
+    GraphPin,
+    InductorEntry,
+    converters,
+    graph_pins,
+    inductor_at,
+    inductor_tags,
+    op_converters,
+)
 
 CONVERTED, CONDITIONAL, RAISES = "converted", "conditional", "raises"
 NO_CONVERTER, UNKNOWN = "no_converter", "unknown"
@@ -153,20 +166,78 @@ def _schema(cat: Catalog, op: str) -> str:
     return info.schema if info else ""
 
 
-def _pin_note(pin: GraphPin | None, release: str) -> str:
+def _pin_note(pin: GraphPin | None, release: str, inferred: bool = False) -> str:
+    unknown = "" if inferred else ": graph-mode status unknown"
     if pin is None or pin.state == "no_pin":
-        return (f"torch_npu {release} has no known torchair pin: graph-mode status unknown")
+        return f"torch_npu {release} has no known torchair pin{unknown}"
     if not pin.known:
         return (f"torch_npu {release} pins torchair {pin.torchair[:12]} ({pin.tag}), whose "
-                "converters are not in the catalog: graph-mode status unknown")
+                f"converters are not in the catalog{unknown}")
     return f"torch_npu {release}: torchair {pin.torchair[:12]} ({pin.tag})"
+
+
+@dataclass(frozen=True)
+class Basis:
+    """The converters a release is judged on: its own pin's, or (``inferred``) those of the
+    nearest release of its torch line whose pin is in the catalog."""
+
+    pin: GraphPin | None  # the pin whose converters are read (None: no answer)
+    inferred: bool = False
+    from_release: str = ""  # the release whose pin was borrowed
+
+    @property
+    def label(self) -> str:
+        if self.pin is None or not self.inferred:
+            return ""
+        return (f"inferred from torchair at {self.pin.torchair[:12]} (the pin of torch_npu "
+                f"{self.from_release}, {self.pin.tag}, the nearest release of the same torch "
+                "line whose torchair is in the catalog)")
+
+
+def _minor(rel: ReleaseInfo) -> str:
+    try:
+        return torch_minor(rel.torch)
+    except ValueError:
+        return rel.torch
+
+
+def basis_pin(cat: Catalog, pins: dict[str, GraphPin], release: str) -> Basis:
+    """``release``'s own pin when its converters are in the catalog, else the nearest known
+    pin of a release of the same torch line (closest in release order; the newer on a tie),
+    labelled inferred; else none."""
+    own = pins.get(release)
+    if own is not None and own.known:
+        return Basis(own)
+    rel = cat.release(release)
+    order = [r.torch_npu for r in sorted(cat.releases, key=lambda r: release_key(r.torch_npu))]
+    here = order.index(release) if release in order else 0
+    same = [r for r in cat.releases if r.torch_npu != release and _minor(r) == _minor(rel)
+            and (p := pins.get(r.torch_npu)) is not None and p.known]
+    if not same:
+        return Basis(None)
+    best = min(same, key=lambda r: (abs(order.index(r.torch_npu) - here),
+                                    -order.index(r.torch_npu)))
+    return Basis(pins[best.torch_npu], inferred=True, from_release=best.torch_npu)
+
+
+def exact_releases(cat: Catalog, pins: dict[str, GraphPin], release: str) -> list[str]:
+    """Releases whose graph answer is exact (their own pin's converters are in the catalog):
+    those of ``release``'s torch line first, then the newest of the others; newest first."""
+    rel = cat.release(release)
+    known = [r for r in cat.releases if r.has_kernels and (p := pins.get(r.torch_npu))
+             is not None and p.known]
+    known.sort(key=lambda r: release_key(r.torch_npu), reverse=True)
+    known.sort(key=lambda r: _minor(r) != _minor(rel))  # stable: newest first within each
+    return [r.torch_npu for r in known][:6]
 
 
 def graph_check(cat: Catalog, oplist: OpList, release: str, *, cpu_fallback: bool = True,
                 pins: dict[str, GraphPin] | None = None) -> dict[str, Any]:
     """The graph-mode section of a report for one release (JSON-ready)."""
     pins = graph_pins(cat.engine) if pins is None else pins
-    pin = pins.get(release)
+    own = pins.get(release)
+    basis = basis_pin(cat, pins, release)
+    pin = basis.pin
     rel = cat.release(release)
     rows = graph_ops(oplist, cat.operators)
     known = pin is not None and pin.known
@@ -191,7 +262,13 @@ def graph_check(cat: Catalog, oplist: OpList, release: str, *, cpu_fallback: boo
         ))
     ops.sort(key=lambda g: (-_SEVERITY[g.status], -g.count, g.op))
     statuses = [g.status for g in ops]
-    notes = [IR_NOTE, _pin_note(pin, release)]
+    notes = [IR_NOTE, _pin_note(own, release, basis.inferred)]
+    exact = [] if own is not None and own.known else exact_releases(cat, pins, release)
+    if basis.inferred:
+        notes.append(f"graph-mode answer {basis.label}")
+    if exact:
+        notes.append("releases whose graph-mode answer is exact (their torchair pin is in the "
+                     f"catalog): {', '.join(exact)} (`--graph --torch-npu {exact[0]}`)")
     decided = [g for g in ops if g.evaluated]
     if decided:
         notes.append(
@@ -202,11 +279,19 @@ def graph_check(cat: Catalog, oplist: OpList, release: str, *, cpu_fallback: boo
             "tensors")
     if oplist.ir == "pre-dispatch" or oplist.method.startswith("static"):
         notes.append(STATIC_NOTE)
+    inductor = inductor_check(cat, rel, [(op, use.count, e) for (op, use, _), e
+                                         in zip(rows, eager, strict=True)])
     return {
+        "inductor": inductor,
         "release": release,
-        "torchair": pin.torchair if pin else "",
-        "tag": pin.tag if pin else "",
-        "state": pin.state if pin else "no_pin",
+        "torchair": own.torchair if own else "",
+        "tag": own.tag if own else "",
+        "state": own.state if own else "no_pin",
+        # the converters judged on: the release's own pin, or (inferred) a neighbour's
+        "inferred": basis.inferred,
+        "basis": basis.label or (f"torchair {pin.torchair[:12]} ({pin.tag})" if pin else ""),
+        "basis_torchair": pin.torchair if pin else "",
+        "exact_releases": exact,
         "ir": "aten, CompositeImplicitAutograd decomposed, functionalized (the trace's leaves)",
         "verdict": verdict_of(statuses, known=known, complete=oplist.complete),
         "counts": {s: statuses.count(s) for s in _SEVERITY},
@@ -214,6 +299,97 @@ def graph_check(cat: Catalog, oplist: OpList, release: str, *, cpu_fallback: boo
         "ops": [asdict(g) for g in ops],
         "notes": notes,
     }
+
+
+# --- torch.compile's default backend (inductor) on the NPU ----------------------------------
+
+INDUCTOR_NOTE = (
+    "inductor: torch_npu generates Triton kernels (triton-ascend) only for the ops it lists; "
+    "every other op runs its eager NPU kernel inside the compiled graph (its eager status "
+    "applies); inductor's own decompositions are not read")
+
+
+def _inductor_tag(cat: Catalog, rel: ReleaseInfo, tags: set[str]) -> tuple[str, bool]:
+    """The tag whose inductor lists judge ``rel``: its own, else the newest tag of its torch
+    line that has them (inferred), else none."""
+    if rel.tag in tags:
+        return rel.tag, False
+    line = [t for t in tags if _minor_text(t.rsplit("pytorch", 1)[-1]) == _minor(rel)]
+    by_tag = {r.tag: r for r in cat.releases if r.tag}
+    line.sort(key=lambda t: abs(by_tag[t].sort_key - rel.sort_key) if t in by_tag else 1e9)
+    return (line[0], True) if line else ("", False)
+
+
+def _minor_text(version: str) -> str:
+    try:
+        return torch_minor(version)
+    except ValueError:
+        return version
+
+
+def _generated(op: str, entries: list[InductorEntry]) -> InductorEntry | None:
+    packet = op.split(".", 1)[0]
+    for e in entries:
+        if e.kind == "generate" and (e.name == op or e.name == packet):
+            return e
+        if e.kind == "generate_prefix" and e.name in op:
+            return e
+    return None
+
+
+def inductor_check(cat: Catalog, rel: ReleaseInfo,
+                   ops: list[tuple[str, int, str]]) -> dict[str, Any]:
+    """torch.compile with the default (inductor) backend on ``rel``: per op (name, calls, eager
+    status), whether torch_npu's inductor generates it or runs its eager kernel; a verdict."""
+    tags = inductor_tags(cat.engine)
+    tag, inferred = _inductor_tag(cat, rel, tags)
+    entries = inductor_at(cat.engine, tag) if tag else []
+    basis = (f"torch_npu's _inductor at {tag}" if tag and not inferred
+             else f"inferred from torch_npu's _inductor at {tag}" if tag else "")
+    if not entries:
+        return {"verdict": "UNKNOWN", "tag": "", "inferred": False, "basis": "",
+                "generated": [], "eager": [], "notes": [
+                    f"inductor: torch_npu's _inductor sources for torch_npu {rel.torch_npu} (or "
+                    "its torch line) are not in the catalog"]}
+    backend = next((e for e in entries if e.kind == "backend"), None)
+    forced = {e.name for e in entries if e.kind == "fallback"}
+    generated, eager = [], []
+    for op, count, status in ops:
+        e = None if op in forced or op.split(".", 1)[0] in forced else _generated(op, entries)
+        if e is not None:
+            generated.append({"op": op, "count": count, "where": f"{e.path}:{e.line}",
+                              "url": e.url})
+        else:
+            eager.append({"op": op, "count": count, "eager": status})
+    statuses = {o["eager"] for o in eager}
+    if backend is None or "unsupported" in statuses:
+        verdict = "NO"
+    elif statuses & {"cpu_fallback", "unknown", ""}:
+        verdict = "MAYBE"
+    else:
+        verdict = "YES"
+    notes = [INDUCTOR_NOTE]
+    if backend is None:
+        notes.append(f"inductor: torch_npu registers no inductor backend for npu at {tag}")
+    else:
+        notes.append(f"inductor: NPU backend registered at {backend.path}:{backend.line} "
+                     f"({basis}); needs triton-ascend installed")
+    return {"verdict": verdict, "tag": tag, "inferred": inferred, "basis": basis,
+            "generated": generated, "eager": eager, "notes": notes}
+
+
+def inductor_lines(ind: dict[str, Any]) -> list[str]:
+    """The inductor part of the graph section, as text lines."""
+    head = (f"torch.compile default backend (inductor) on the NPU: {ind['verdict']}"
+            + (f" ({ind['basis']})" if ind.get("inferred") else ""))
+    if ind["generated"] or ind["eager"]:
+        head += (f"  {len(ind['generated'])} ops generated as Triton kernels, "
+                 f"{len(ind['eager'])} run their eager kernel")
+    lines = [head]
+    bad = [o for o in ind["eager"] if o["eager"] in ("unsupported", "cpu_fallback", "unknown")]
+    for o in bad[:MAX_LISTED]:
+        lines.append(f"  {o['op']:<44} eager {o['eager']}")
+    return lines + [f"  note: {n}" for n in ind.get("notes", [])]
 
 
 def graph_matrix(cat: Catalog, oplist: OpList) -> dict[str, Any]:
@@ -228,11 +404,15 @@ def graph_matrix(cat: Catalog, oplist: OpList) -> dict[str, Any]:
     by_commit: dict[int, dict[str, ConverterInfo]] = {}
     decided = 0  # cells whose conditional converter was decided on the traced arguments
     releases = [r for r in cat.releases if r.has_kernels]
+    inferred: dict[str, str] = {}  # release → the torchair commit its answer is inferred from
     for rel in releases:
-        pin = pins.get(rel.torch_npu)
+        basis = basis_pin(cat, pins, rel.torch_npu)
+        pin = basis.pin
         if pin is None or not pin.known or pin.source_id is None:
             verdicts[rel.torch_npu] = "UNKNOWN"
             continue
+        if basis.inferred:
+            inferred[rel.torch_npu] = pin.torchair
         if pin.source_id not in by_commit:
             by_commit[pin.source_id] = converters(cat.engine, pin, names)
         infos = by_commit[pin.source_id]
@@ -243,8 +423,9 @@ def graph_matrix(cat: Catalog, oplist: OpList) -> dict[str, Any]:
         for op, st in zip(names, statuses, strict=True):
             cells[op][rel.torch_npu] = st
         verdicts[rel.torch_npu] = verdict_of(statuses, known=True, complete=oplist.complete)
-    good = [r for r, v in verdicts.items() if v in ("YES", "MAYBE")]
+    good = [r for r, v in verdicts.items() if v in ("YES", "MAYBE") and r not in inferred]
     return {
+        "inferred": inferred,
         "releases": [r.torch_npu for r in releases],
         "ops": cells,
         "verdicts": verdicts,
@@ -261,16 +442,22 @@ def op_graph(cat: Catalog, op: str) -> list[dict[str, Any]]:
     infos = op_converters(cat.engine, op)
     out = []
     for rel in cat.releases:
-        pin = pins.get(rel.torch_npu)
+        basis = basis_pin(cat, pins, rel.torch_npu)
+        pin = basis.pin or pins.get(rel.torch_npu)
         known = pin is not None and pin.known and pin.source_id is not None
         info = infos.get(pin.source_id) if known and pin and pin.source_id is not None else None
         status = _status(info, rel.torch) if known else UNKNOWN
+        message = info.message if info and status != NO_CONVERTER else ""
+        if basis.inferred and pin is not None:  # shown wherever the message is (op page, CLI)
+            message = "; ".join(x for x in (message, f"inferred from torchair at "
+                                            f"{pin.torchair[:12]}") if x)
         out.append({
             "torch_npu": rel.torch_npu, "torchair": pin.torchair if pin else "",
             "status": status,
-            "message": info.message if info and status != NO_CONVERTER else "",
+            "message": message,
             "condition": info.condition if info and status == CONDITIONAL else "",
             "url": info.url if info else "",
+            "inferred": basis.label,
         })
     return out
 
@@ -310,7 +497,9 @@ def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
     for rel in matrix.get("releases", []):
         bad = [op for op, cells in matrix["ops"].items() if cells.get(rel) in FAILING]
         more = " …" if len(bad) > 6 else ""
+        basis = matrix.get("inferred", {}).get(rel)
         what = verdicts.get(rel, "UNKNOWN") + (
+            f" (inferred from torchair at {basis[:12]})" if basis else "") + (
             f"  ({len(bad)} not converting: {', '.join(bad[:6])}{more})" if bad else "")
         if runs and runs[-1][2] == what:
             runs[-1] = (runs[-1][0], rel, what)
@@ -329,7 +518,9 @@ def graph_text(graph: dict[str, Any]) -> str:
     """The graph section as plain text (under the eager table of ``opcheck check``)."""
     counts = graph.get("counts", {})
     head = (f"Graph mode (torch.compile + torchair) on torch_npu {graph['release']}: "
-            f"{graph['verdict']}  "
+            f"{graph['verdict']}"
+            + (" (inferred from torchair at " + graph["basis_torchair"][:12] + ")"
+               if graph.get("inferred") else "") + "  "
             + ", ".join(f"{counts.get(s, 0)} {_WORDS[s]}" for s in _SEVERITY if counts.get(s)))
     lines = ["", head]
     problems = _problem_ops(graph)
@@ -342,6 +533,8 @@ def graph_text(graph: dict[str, Any]) -> str:
     if "matrix" in graph:
         lines += _matrix_lines(graph["matrix"])
     lines += [f"  note: {n}" for n in graph.get("notes", [])]
+    if graph.get("inductor"):
+        lines += inductor_lines(graph["inductor"])
     return "\n".join(lines) + "\n"
 
 
@@ -349,7 +542,8 @@ def graph_markdown(graph: dict[str, Any]) -> list[str]:
     """The graph section of the Markdown report."""
     out = ["", "## Graph mode (torch.compile with torchair)", "",
            f"**{graph['verdict']}** on torch_npu {graph['release']}"
-           + (f" (torchair `{graph['torchair'][:12]}`, {graph['tag']})" if graph["torchair"]
+           + (f" ({graph['basis']})" if graph.get("inferred")
+              else f" (torchair `{graph['torchair'][:12]}`, {graph['tag']})" if graph["torchair"]
               else ""), ""]
     problems = _problem_ops(graph)
     if problems:
@@ -363,4 +557,7 @@ def graph_markdown(graph: dict[str, Any]) -> list[str]:
     if "matrix" in graph:
         out += ["", *_matrix_lines(graph["matrix"])]
     out += ["", *(f"- {n}" for n in graph.get("notes", []))]
+    if graph.get("inductor"):
+        out += ["", "### torch.compile with the default backend (inductor)", "",
+                *inductor_lines(graph["inductor"])]
     return out

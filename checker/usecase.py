@@ -126,6 +126,7 @@ class CheckRequest:
     cpu_fallback: bool = True
     all_releases: bool = False
     graph: bool = False
+    capture: bool = False  # ACL graph capture (torch.npu.NPUGraph) per call site
     fail_on: FailOn = FailOn.UNSUPPORTED
     # an op list that stopped early is not by itself a finding (`run --partial`)
     allow_incomplete: bool = False
@@ -300,6 +301,10 @@ class CheckUseCase:
                                        cpu_fallback=request.cpu_fallback)
             if request.all_releases:
                 report.graph["matrix"] = graph_matrix(cat, oplist)
+        if request.capture:
+            from opcheck.checker.capture import capture_check
+
+            report.capture = capture_check(cat, report, oplist, release)
         if request.baseline is not None:
             report = baseline_filter(report, request.baseline)
         return report
@@ -341,6 +346,10 @@ class CheckUseCase:
             from opcheck.checker.graph import graph_exit
 
             code = max(code, graph_exit(report.graph))
+        if report.capture is not None and request.fail_on is not FailOn.NEVER:
+            from opcheck.checker.capture import capture_exit
+
+            code = max(code, capture_exit(report.capture))
         return code
 
 

@@ -97,6 +97,11 @@ GraphOpt = Annotated[bool, typer.Option(
     "--graph", help="Also check graph mode (torch.compile with torchair): will each op convert "
     "on the target release (with --all-releases: on every release); a graph verdict NO is a "
     "finding")]
+CaptureOpt = Annotated[bool, typer.Option(
+    "--capture", help="Also check ACL graph capture (torch.npu.NPUGraph, aclgraph) on the "
+    "target release: the first call that breaks it and every other one, with source lines "
+    "(host syncs, dynamic shapes, CPU fallbacks, acl_op kernels, random ops); a capture "
+    "verdict NO is a finding")]
 
 
 def _installed_torch() -> str | None:
@@ -159,6 +164,7 @@ def check(
     fail_on: FailOnOpt = FailOn.UNSUPPORTED.value,
     allow_incomplete: AllowIncompleteOpt = False,
     graph: GraphOpt = False,
+    capture: CaptureOpt = False,
     model_spec: ModelSpecOpt = None,
     input_shape: InputShapeOpt = None,
     input_spec: InputSpecOpt = None,
@@ -200,7 +206,7 @@ def check(
             inputs[0], torch_npu=torch_npu, cann=cann, torch=torch,
             installed_torch=_installed_torch(), hardware=hardware, jit_compile=jit,
             internal_format=internal, cpu_fallback=not no_cpu_fallback,
-            all_releases=all_releases, graph=graph,
+            all_releases=all_releases, graph=graph, capture=capture,
             fail_on=level, allow_incomplete=allow_incomplete,
             baseline=load_baseline(baseline) if baseline is not None else None)
         if several:
@@ -272,6 +278,7 @@ def _emit_several(outcomes: list[Outcome], fmt: str, output: Path | None, *,
         return
     from rich.markup import escape
 
+    from opcheck.checker.capture import capture_text
     from opcheck.checker.graph import graph_text
     from opcheck.cli.render import console_for, render_report, wide_console
 
@@ -286,6 +293,8 @@ def _emit_several(outcomes: list[Outcome], fmt: str, output: Path | None, *,
             render_report(outcome, console, width=width, all_ops=all_ops)
             if outcome.graph is not None:
                 write(graph_text(outcome.graph))
+            if outcome.capture is not None:
+                write(capture_text(outcome.capture))
 
     if output is not None:
         from opcheck.cli.common import output_file
@@ -300,6 +309,7 @@ def _emit_several(outcomes: list[Outcome], fmt: str, output: Path | None, *,
 def _emit(report: Report, fmt: str, output: Path | None, *, all_ops: bool = False) -> None:
     spec = REPORT_FORMATS.get(fmt)
     if spec.terminal:
+        from opcheck.checker.capture import capture_text
         from opcheck.checker.graph import graph_text
         from opcheck.cli.render import render_report
 
@@ -312,10 +322,14 @@ def _emit(report: Report, fmt: str, output: Path | None, *, all_ops: bool = Fals
                 render_report(report, console_for(fh, None), width=None, all_ops=all_ops)
                 if report.graph is not None:
                     fh.write(graph_text(report.graph))
+                if report.capture is not None:
+                    fh.write(capture_text(report.capture))
         else:
             render_report(report, all_ops=all_ops)
             if report.graph is not None:
                 typer.echo(graph_text(report.graph), nl=False)
+            if report.capture is not None:
+                typer.echo(capture_text(report.capture), nl=False)
         return
     _put(REPORT_FORMATS.render(fmt, report, _context(fmt, all_ops)), output)
 

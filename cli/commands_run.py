@@ -14,6 +14,7 @@ from opcheck.cli.commands_check import (
     AllReleasesOpt,
     BaselineOpt,
     CannOpt,
+    CaptureOpt,
     FailOnOpt,
     GraphOpt,
     HardwareOpt,
@@ -68,6 +69,7 @@ def run(
         ),
     ] = False,
     graph: GraphOpt = False,
+    capture: CaptureOpt = False,
     max_steps: Annotated[
         int,
         typer.Option(
@@ -122,7 +124,7 @@ def run(
             hardware=hardware, jit_compile=on_off(jit_compile, "--jit-compile"),
             internal_format=on_off(internal_format, "--internal-format"),
             cpu_fallback=not no_cpu_fallback, all_releases=all_releases,
-            graph=graph, fail_on=fail_level(fail_on),
+            graph=graph, capture=capture, fail_on=fail_level(fail_on),
             # --partial: the user accepts the ops before the error as the answer
             allow_incomplete=partial,
             baseline=load_baseline(baseline) if baseline is not None else None)

@@ -357,6 +357,10 @@ class CatalogData:
     # How a call runs inside CANN (issue 27): launches per aclnn function, binaries per SoC.
     engine_sites: list[EngineSiteRec] = field(default_factory=list)
     op_binaries: list[OpBinaryRec] = field(default_factory=list)
+    # ACL graph capture: torch_npu's own capture rules per tag (opcheck.scrapers.capture_rules)
+    capture_rules: list[CaptureRuleRec] = field(default_factory=list)
+    # torch.compile's default backend on the NPU: torch_npu's inductor lists per tag
+    inductor_rules: list[InductorRuleRec] = field(default_factory=list)
 
     def add_source(self, scraper: str, path: str, *, url: str = "", ref: str = "",
                    commit: str = "", sha256: str = "", rows: int = 0) -> int:
@@ -368,6 +372,39 @@ class CatalogData:
         self.sources.append(SourceRec(sid, scraper, path, url=url, ref=ref, commit=commit,
                                       sha256=sha256, rows=rows))
         return sid
+
+
+# --- ACL graph capture: torch_npu's capture rules (opcheck.scrapers.capture_rules) -----------
+
+
+@dataclass
+class CaptureRuleRec:
+    """One capture rule torch_npu's sources state (``kind``: aclop, generator, rng_graph_safe,
+    capture_begin, sync_point, task_update), grouped across the tags that state it alike:
+    ``tags``, ``lines`` and ``sources`` are comma lists in step (the line in ``path`` at each
+    tag, and the source row of that tag's file)."""
+
+    kind: str
+    subject: str
+    message: str = ""
+    path: str = ""  # relative to the tag's root
+    tags: str = ""
+    lines: str = ""
+    sources: str = ""
+
+
+@dataclass
+class InductorRuleRec:
+    """One entry of torch_npu's inductor backend (``opcheck.scrapers.inductor``: ``kind``
+    backend, generate, generate_prefix, fallback), grouped across the tags that list it
+    alike (``tags``, ``lines``, ``sources`` in step, as :class:`CaptureRuleRec`)."""
+
+    kind: str
+    name: str
+    path: str = ""  # relative to the tag's root
+    tags: str = ""
+    lines: str = ""
+    sources: str = ""
 
 
 # --- graph mode: torchair's converters (opcheck.scrapers.torchair) ----------------------------

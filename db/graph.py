@@ -10,6 +10,8 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
+from opcheck.db.reads import has_rows
+
 _CHUNK = 500  # bound parameters per IN list
 
 
@@ -102,3 +104,37 @@ def op_converters(engine: Engine, op: str) -> dict[int, ConverterInfo]:
             "c.min_torch, c.path, c.line, c.rebound, coalesce(s.url, '') FROM graph_converter c "
             "LEFT JOIN source s ON s.id = c.source_id WHERE c.op = :op"), {"op": op})
         return {r[0]: _info(tuple(r[1:10]), _blob(r[10], r[7], r[8])) for r in rows}
+
+
+@dataclass(frozen=True)
+class InductorEntry:
+    kind: str  # backend | generate | generate_prefix | fallback
+    name: str
+    path: str
+    line: int
+    url: str
+
+
+def inductor_tags(engine: Engine) -> set[str]:
+    """The tags whose torch_npu inductor lists are in the catalog."""
+    if not has_rows(engine, ("inductor_rule",)):
+        return set()
+    with engine.connect() as conn:
+        return {t for (tags,) in conn.execute(text("SELECT tags FROM inductor_rule"))
+                for t in str(tags).split(",") if t}
+
+
+def inductor_at(engine: Engine, tag: str) -> list[InductorEntry]:
+    """torch_npu's inductor backend entries at ``tag``."""
+    if not tag or not has_rows(engine, ("inductor_rule",)):
+        return []
+    out = []
+    with engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT kind, name, path, tags, lines FROM inductor_rule "
+            "WHERE instr(',' || tags || ',', ',' || :tag || ',') > 0"), {"tag": tag})
+        for kind, name, path, tags, lines in rows:
+            line = int(str(lines).split(",")[str(tags).split(",").index(tag)])
+            out.append(InductorEntry(kind, name, path, line,
+                                     f"https://github.com/Ascend/pytorch/blob/{tag}/{path}#L{line}"))
+    return out

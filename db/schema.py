@@ -35,12 +35,14 @@ from opcheck.db.data import (
     AclnnParamRec,
     ApiFacts,
     ApiOpRec,
+    CaptureRuleRec,
     CatalogData,
     DeprecationRec,
     EngineSiteRec,
     GraphConverterRec,
     GraphConverterRow,
     GraphPinRec,
+    InductorRuleRec,
     KernelFacts,
     KernelPathRuleRec,
     KernelSocCheckRec,
@@ -193,6 +195,8 @@ TABLES: tuple[Table, ...] = (
     Table(t.KernelSocCheck, lambda d: d.kernel_soc_checks),
     Table(t.EngineSite, lambda d: d.engine_sites),
     Table(t.OpBinary, lambda d: d.op_binaries),
+    Table(t.CaptureRule, lambda d: d.capture_rules),
+    Table(t.InductorRule, lambda d: d.inductor_rules),
 )
 
 
@@ -285,4 +289,7 @@ FILES: tuple[File, ...] = (
     # optional: a snapshot written before the engine facts still reads (engine unknown)
     File("engine_sites.tsv", EngineSiteRec, "engine_sites", optional=True),
     File("op_binaries.tsv", OpBinaryRec, "op_binaries", optional=True),
+    # optional: a snapshot written before the capture rules still reads (capture unknown)
+    File("capture_rules.tsv", CaptureRuleRec, "capture_rules", optional=True),
+    File("inductor_rules.tsv", InductorRuleRec, "inductor_rules", optional=True),
 )

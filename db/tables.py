@@ -338,6 +338,34 @@ class GraphConverter(CatalogTable, table=True):
     rebound: str = ""
 
 
+class CaptureRule(CatalogTable, table=True):
+    """A torch_npu capture rule at the tags listed (``CaptureRuleRec``)."""
+
+    # no reference to release or source: one row stands for several tags (``tags``/``sources``)
+    __tablename__ = "capture_rule"
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(index=True)
+    subject: str
+    message: str = ""
+    path: str = ""
+    tags: str = ""
+    lines: str = ""
+    sources: str = ""
+
+
+class InductorRule(CatalogTable, table=True):
+    """An entry of torch_npu's inductor backend at the tags listed (``InductorRuleRec``)."""
+
+    __tablename__ = "inductor_rule"
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(index=True)
+    name: str
+    path: str = ""
+    tags: str = ""
+    lines: str = ""
+    sources: str = ""
+
+
 class KernelPathRule(CatalogTable, table=True):
     """How torch_npu picks an op's kernel path at one release (``KernelPathRuleRec``)."""
 

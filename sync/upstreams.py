@@ -47,9 +47,11 @@ from opcheck.db.data import (
 from opcheck.scrapers import aclnn_codes, apidocs, apimap, npu_native, opplugin, releases, wheel
 from opcheck.scrapers.releases import CompatTable, MatrixResult, MatrixRow
 from opcheck.scrapers.rows import KernelRow, ReleaseTagRow
+from opcheck.sync.capture_rules import CaptureRules
 from opcheck.sync.context import Kernels, SyncContext, canonical_url
 from opcheck.sync.contract import AclnnDocs, OpApiSources
 from opcheck.sync.engine import CannBinaries, CannEngine
+from opcheck.sync.inductor import InductorLowerings
 from opcheck.sync.kernel_path import KernelPathRules
 from opcheck.sync.sources import Fetched, Source
 from opcheck.sync.sources import walk_files as _walk
@@ -618,4 +620,6 @@ UPSTREAMS: tuple[Upstream, ...] = (
     KernelPathRules(),
     CannEngine(),
     CannBinaries(),
+    CaptureRules(),
+    InductorLowerings(),
 )

@@ -25,6 +25,18 @@ def to_junit(report: Report) -> str:
                          "</failure></testcase>")
         else:
             lines.append(f"<testcase {attrs}/>")
+    cap = report.capture  # --capture: one test case for the capture verdict
+    if cap is not None:
+        attrs = (f"classname={quoteattr('opcheck.capture')} "
+                 f"name={quoteattr('ACL graph capture on ' + cap['release'])}")
+        first = cap.get("first")
+        if cap["verdict"] == "NO" and first:
+            where = first["locations"][0] if first["locations"] else ""
+            lines.append(f"<testcase {attrs}><failure type=\"capture\" "
+                         f"message={quoteattr(first['op'] + ': ' + first['why'])}>"
+                         f"{escape(where)}</failure></testcase>")
+        else:
+            lines.append(f"<testcase {attrs}/>")
     lines.append("</testsuite></testsuites>")
     return "\n".join(lines) + "\n"
 

@@ -79,6 +79,10 @@ def to_markdown(report: Report, *, environment: Mapping[str, str] | None = None,
         from opcheck.checker.graph import graph_markdown
 
         out += [*graph_markdown(report.graph), ""]
+    if report.capture is not None:
+        from opcheck.checker.capture import capture_markdown
+
+        out += [*capture_markdown(report.capture), ""]
     if report.notes:
         out += ["## Notes", ""] + [f"- {n}" for n in report.notes] + [""]
     if environment:

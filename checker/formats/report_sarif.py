@@ -16,15 +16,19 @@ if TYPE_CHECKING:
 
 _LOC = re.compile(r"^(?P<file>.+?):(?P<line>\d+)$")
 RESTRICTED = "restricted"
+CAPTURE = "capture"
 # The order dashboards list the rules in (texts: ``Status.rule``); a problem status not named
 # here comes after these.
 _FIRST = (Status.UNSUPPORTED, Status.CPU_FALLBACK, Status.UNKNOWN)
 
 
-def rules() -> dict[str, str]:
+def rules(capture: bool = False) -> dict[str, str]:
+    """The rules a report declares (``capture``: the report has a --capture section)."""
     out = {str(s): s.rule for s in _FIRST}
     out.update({str(s): s.rule for s in Status if s.is_problem and s not in _FIRST})
     out[RESTRICTED] = "A dtype seen in the trace is outside the op's documented restriction"
+    if capture:
+        out[CAPTURE] = "The call breaks ACL graph capture (torch.npu.NPUGraph) on the target release"
     return out
 
 
@@ -58,13 +62,23 @@ def to_sarif(report: Report) -> str:
         if locs:
             result["locations"] = locs
         results.append(result)
+    for b in (report.capture or {}).get("breaks", []):  # --capture
+        if b["severity"] != "breaks":
+            continue
+        where = [{"physicalLocation": {"artifactLocation": {"uri": m["file"]},
+                                       "region": {"startLine": int(m["line"])}}}
+                 for loc in b["locations"] if (m := _LOC.match(loc))]
+        results.append({"ruleId": CAPTURE, "level": "warning",
+                        "message": {"text": f"{b['op']}: {b['why']}"},
+                        "properties": {"op": b["op"], "count": b["count"]},
+                        **({"locations": where} if where else {})})
     doc = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
         "runs": [{
             "tool": {"driver": {
                 "name": "opcheck", "version": __version__,
-                "rules": [{"id": k, "shortDescription": {"text": v}} for k, v in rules().items()],
+                "rules": [{"id": k, "shortDescription": {"text": v}} for k, v in rules(report.capture is not None).items()],
             }},
             "results": results,
         }],

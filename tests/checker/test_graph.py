@@ -26,6 +26,7 @@ from opcheck.checker.graph import (
     graph_check,
     graph_matrix,
     graph_ops,
+    graph_text,
     op_graph,
 )
 from opcheck.checker.history import HistoryFacts, describe_op
@@ -170,27 +171,51 @@ def test_only_converted_ops_say_yes_and_conditional_says_maybe(cat: Catalog) -> 
                        "2.1.0.post17")["verdict"] == "MAYBE"
 
 
-def test_unmirrored_or_missing_pins_are_unknown_never_guessed(cat: Catalog) -> None:
-    for release, why in (("2.1.0.post10", "not in the catalog"), ("2.4.0", "no known torchair")):
-        g = graph_check(cat, _oplist("aten::add.Tensor"), release)
-        assert g["verdict"] == "UNKNOWN" and g["ops"][0]["status"] == UNKNOWN
-        assert any(why in n for n in g["notes"])
+def test_unmirrored_pin_is_inferred_from_its_torch_line_and_labelled(cat: Catalog) -> None:
+    pins = graph_pins(cat.engine)
+    assert not pins["2.1.0.post10"].known and pins["2.1.0.post17"].known
+    g = graph_check(cat, _oplist("aten::add.Tensor"), "2.1.0.post10")
+    exact = graph_check(cat, _oplist("aten::add.Tensor"), "2.1.0.post17")
+    # judged on the converters of the same torch line's mirrored pin, and says so
+    assert g["inferred"] and g["basis_torchair"] == pins["2.1.0.post17"].torchair
+    assert g["basis"].startswith(f"inferred from torchair at {pins['2.1.0.post17'].torchair[:12]}")
+    assert g["verdict"] == exact["verdict"] != "UNKNOWN"
+    assert [o["status"] for o in g["ops"]] == [o["status"] for o in exact["ops"]]
+    assert g["exact_releases"][0] == "2.1.0.post17"  # its own line first
+    assert not exact["inferred"] and exact["exact_releases"] == []
+    assert "inferred from torchair at" in graph_text(g)
+
+
+def test_no_pin_of_its_torch_line_stays_unknown_and_suggests_exact_releases(
+        cat: Catalog) -> None:
+    g = graph_check(cat, _oplist("aten::add.Tensor"), "2.4.0")
+    assert g["verdict"] == "UNKNOWN" and g["ops"][0]["status"] == UNKNOWN and not g["inferred"]
+    assert any("no known torchair" in n for n in g["notes"])
+    pins = graph_pins(cat.engine)
+    assert g["exact_releases"] and all(pins[r].known for r in g["exact_releases"])
+    assert any(f"--graph --torch-npu {g['exact_releases'][0]}" in n for n in g["notes"])
 
 
 def test_matrix_over_releases(cat: Catalog) -> None:
     m = graph_matrix(cat, _oplist("aten::add.Tensor", "aten::relu"))
-    assert m["verdicts"] == {"1.11.0.post8": "UNKNOWN", "2.1.0.post10": "UNKNOWN",
+    assert m["verdicts"] == {"1.11.0.post8": "UNKNOWN", "2.1.0.post10": "YES",
                              "2.1.0.post17": "YES", "2.6.0.post5": "NO"}
-    assert m["ops"]["aten::relu"] == {"2.1.0.post17": CONVERTED, "2.6.0.post5": NO_CONVERTER}
+    assert m["inferred"] == {"2.1.0.post10": graph_pins(cat.engine)["2.1.0.post17"].torchair}
+    assert m["ops"]["aten::relu"] == {"2.1.0.post10": CONVERTED, "2.1.0.post17": CONVERTED,
+                                      "2.6.0.post5": NO_CONVERTER}
+    # an inferred answer never makes the oldest converting release
     assert m["oldest_graph_release"] == "2.1.0.post17"
 
 
 def test_op_history_shows_graph_status_next_to_eager(cat: Catalog) -> None:
     doc = describe_op(HistoryFacts.load(cat), "aten::relu").to_json()
     graph = {g["torch_npu"]: g["status"] for g in doc["graph"]}
-    assert graph == {"1.11.0.post8": UNKNOWN, "2.1.0.post10": UNKNOWN,
+    assert graph == {"1.11.0.post8": UNKNOWN, "2.1.0.post10": CONVERTED,
                      "2.1.0.post17": CONVERTED, "2.4.0": UNKNOWN,
                      "2.6.0.post5": NO_CONVERTER}
+    inferred = {g["torch_npu"]: g["inferred"] for g in doc["graph"]}
+    assert inferred["2.1.0.post10"].startswith("inferred from torchair at")
+    assert inferred["2.1.0.post17"] == ""
     assert op_graph(cat, "aten::mm")[2]["condition"].startswith("self.dtype ==")
 
 
@@ -229,6 +254,8 @@ REAL_PINS = {  # release → its real tag (the pins file maps it to a torchair c
     "2.4.0.post3": ("2.4.0", "v6.0.0.1-pytorch2.4.0"),  # c8745d0: mirrored
     "2.8.0.post5": ("2.8.0", "v26.0.1-pytorch2.8.0"),  # 7c6c754: mirrored
     "2.6.0": ("2.6.0", "v7.1.0-pytorch2.6.0"),  # 66c3272: not mirrored
+    "2.10.0": ("2.10.0", "v26.0.0-pytorch2.10.0"),  # 7c6c754: mirrored (via 2.8.0's tag)
+    "2.10.0.post4": ("2.10.0", "v26.1.0-pytorch2.10.0"),  # be0c45f: not mirrored
 }
 
 
@@ -278,7 +305,24 @@ def test_llama_in_graph_mode_on_two_releases(real_graph: Catalog, llama: OpList)
     unknown = graph_check(real_graph, llama, "2.6.0")
     assert unknown["verdict"] == "UNKNOWN"
     m = graph_matrix(real_graph, llama)
-    assert m["verdicts"] == {"2.4.0.post3": "NO", "2.6.0": "UNKNOWN", "2.8.0.post5": "MAYBE"}
+    assert {r: m["verdicts"][r] for r in ("2.4.0.post3", "2.6.0", "2.8.0.post5")} == {
+        "2.4.0.post3": "NO", "2.6.0": "UNKNOWN", "2.8.0.post5": "MAYBE"}
+
+
+@pytest.mark.upstream
+def test_a_2_10_release_answers_with_the_nearest_torchair_labelled(real_graph: Catalog) -> None:
+    pins = graph_pins(real_graph.engine)
+    assert not pins["2.10.0.post4"].known  # its own pin's converters are not mirrored
+    oplist = _oplist("aten::add.Tensor", "aten::relu", "aten::masked_select")
+    g = graph_check(real_graph, oplist, "2.10.0.post4")
+    assert g["verdict"] != "UNKNOWN" and g["inferred"]
+    assert g["basis_torchair"] == pins["2.10.0"].torchair  # the same torch line's mirrored pin
+    assert f"inferred from torchair at {pins['2.10.0'].torchair[:12]}" in graph_text(g)
+    assert g["exact_releases"][0] == "2.10.0"
+    # the answer is the exact release's, op by op
+    exact = graph_check(real_graph, oplist, "2.10.0")
+    assert {o["op"]: o["status"] for o in g["ops"]} == {o["op"]: o["status"] for o in exact["ops"]}
+    assert real_graph.release("2.10.0").torch == real_graph.release("2.10.0.post4").torch
 
 
 @pytest.mark.upstream
@@ -297,3 +341,57 @@ def test_model_of_converted_ops_says_yes(real_graph: Catalog) -> None:
     assert {o["op"] for o in g["ops"]} >= {"aten::relu", "aten::sigmoid", "aten::mul.Tensor",
                                            "aten::add.Tensor"}
     assert all(o["status"] == CONVERTED for o in g["ops"]) and g["verdict"] == "YES"
+
+
+# --- torch.compile's default backend (inductor) ----------------------------------------------
+
+INDUCTOR_LISTS = "aten = torch.ops.aten\nGENERATE_LIST = [\n    aten.add,\n    aten.relu,\n]\n"
+INDUCTOR_INIT = "def _register():\n    register_backend_for_device('npu', S, W, C)\n"
+
+
+@pytest.fixture(scope="module")
+def inductor_cat(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    from opcheck.sync.inductor import INIT, LISTS, InductorLowerings
+
+    mirror = tmp_path_factory.mktemp("inductor_mirror")
+    base = mirror / "github/Ascend/pytorch/v7.2.0-pytorch2.1.0"  # 2.1.0.post17's tag
+    for rel, text in ((LISTS, INDUCTOR_LISTS), (INIT, INDUCTOR_INIT)):
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_text(text, encoding="utf-8")
+    data = small_catalog()
+    ctx = SyncContext(MirrorSource(mirror))
+    ctx.data = data
+    InductorLowerings().collect(ctx)
+    assert ctx.failures == [] and data.inductor_rules
+    path = write_catalog(data, tmp_path_factory.mktemp("inductor") / "catalog.sqlite")
+    return Catalog.load(make_engine(path))
+
+
+def test_inductor_generates_listed_ops_and_runs_the_rest_eagerly(inductor_cat: Catalog) -> None:
+    g = graph_check(inductor_cat, _oplist("aten::add.Tensor", "aten::mm"), "2.1.0.post17")
+    ind = g["inductor"]
+    assert [o["op"] for o in ind["generated"]] == ["aten::add.Tensor"]  # aten.add: any overload
+    assert ind["generated"][0]["where"] == "torch_npu/_inductor/lowering_op_list.py:3"
+    # the rest runs its eager kernel: the eager status of the same release
+    eager = {o["op"]: o["eager"] for o in g["ops"]}
+    assert [(o["op"], o["eager"]) for o in ind["eager"]] == [("aten::mm", eager["aten::mm"])]
+    assert ind["verdict"] == ("YES" if eager["aten::mm"] in ("npu", "composite") else "MAYBE")
+    assert not ind["inferred"]
+    assert any("lowering" not in n and "__init__.py:2" in n for n in ind["notes"])
+    # the same torch line without its own lists: inferred from the tag that has them
+    other = graph_check(inductor_cat, _oplist("aten::add.Tensor"), "2.1.0.post10")["inductor"]
+    assert other["inferred"] and other["basis"] == (
+        "inferred from torch_npu's _inductor at v7.2.0-pytorch2.1.0")
+    # another torch line: unknown, never borrowed across lines
+    assert graph_check(inductor_cat, _oplist("aten::add.Tensor"),
+                       "2.6.0.post5")["inductor"]["verdict"] == "UNKNOWN"
+
+
+def test_inductor_with_an_eager_problem_is_not_yes(inductor_cat: Catalog) -> None:
+    ops = [op for op in ("aten::isin.Tensor_Tensor", "aten::_foo_unknown")]
+    ind = graph_check(inductor_cat, _oplist(*ops), "2.1.0.post17")["inductor"]
+    eager = {o["op"]: o["eager"] for o in ind["eager"]}
+    assert ind["verdict"] in ("MAYBE", "NO") and set(eager) == set(ops)
+    assert ind["verdict"] == ("NO" if "unsupported" in eager.values() else "MAYBE")
+    assert "torch.compile default backend (inductor)" in graph_text(
+        graph_check(inductor_cat, _oplist(*ops), "2.1.0.post17"))

@@ -23,10 +23,12 @@ from opcheck.db.data import (
     ApiFacts,
     ApiOpRec,
     ApiSupportRec,
+    CaptureRuleRec,
     CatalogData,
     EngineSiteRec,
     GraphConverterRec,
     GraphPinRec,
+    InductorRuleRec,
     KernelFacts,
     KernelPathRuleRec,
     KernelSocCheckRec,
@@ -107,6 +109,10 @@ def _full() -> CatalogData:
                                                 "at::native::foreach_tensor_sqrt_slow")]
     full.engine_sites = [EngineSiteRec("aclnnIsin", "9.1.0", "ops-math", "IsIn", "aicore")]
     full.op_binaries = [OpBinaryRec("IsIn", "9.1.0", "ops-math", "ascend910b", 1)]
+    full.capture_rules = [CaptureRuleRec("aclop", "OpCommand::Run", tags="v7.3.1-pytorch2.6.0",
+                                         lines="136", sources="1")]
+    full.inductor_rules = [InductorRuleRec("generate", "aten::mul", tags="v7.3.1-pytorch2.6.0",
+                                           lines="16", sources="1")]
     return full
 
 

@@ -444,6 +444,21 @@ def test_check_paste(client: Client, cat: Catalog) -> None:
     assert "mylib::custom" in r.text and "unknown" in r.text
 
 
+def test_check_page_capture_partial(client: Client, cat: Catalog) -> None:
+    from opcheck.checker.usecase import CheckRequest, CheckUseCase, Recorded
+
+    r = client.post("/-/check", data={"oplist": json.dumps(oplist_doc()), "release": TARGET,
+                                      "capture": "1"})
+    assert r.status_code == 200, r.text[:2000]
+    request = CheckRequest(Recorded(OpList.from_json(oplist_doc())), torch_npu=TARGET,
+                           capture=True)
+    cap = CheckUseCase(cat).run(request).report.capture
+    assert cap is not None and 'id="capture"' in r.text
+    assert f"Capture: {cap['verdict']} on torch_npu {TARGET}" in r.text
+    plain = client.post("/-/check", data={"oplist": json.dumps(oplist_doc()), "release": TARGET})
+    assert 'id="capture"' not in plain.text
+
+
 def test_check_upload(client: Client, cat: Catalog) -> None:
     files = {"file": ("ops.json", json.dumps(oplist_doc()).encode(), "application/json")}
     r = client.post("/-/check", data={"release": OLD, "oplist": ""}, files=files)

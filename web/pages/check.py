@@ -4,7 +4,7 @@ as ``opcheck check`` checks it: the page builds a request for the check use case
 
 Form fields (and, for a JSON POST, query parameters): ``release``, ``cann``, ``hardware``,
 ``jit_compile`` and ``internal_format`` (on/off), ``no_cpu_fallback``, ``all_releases``,
-``graph``; the form also takes a ``baseline`` report
+``graph``, ``capture``; the form also takes a ``baseline`` report
 JSON (file), like ``--baseline``."""
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ class Submission:
     internal_format: bool | None = None
     all_releases: bool = False
     graph: bool = False
+    capture: bool = False  # ACL graph capture (opcheck.checker.capture)
     baseline: str = ""  # a previous report JSON: only what changed is shown
 
 
@@ -128,13 +129,14 @@ def submission_from_fields(fields: dict[str, str], text: str | None = None) -> S
                                              "internal_format"),
                       all_releases=fields.get("all_releases", "") != "",
                       graph=fields.get("graph", "") != "",
+                      capture=fields.get("capture", "") != "",
                       baseline=fields.get("baseline", "").strip())
 
 
 # The options a JSON POST takes as query parameters (the form's fields of the same names).
 # ``_format=json``: the report document instead of the page (also for a form POST).
 QUERY_OPTIONS = ("release", "cann", "hardware", "jit_compile", "internal_format",
-                 "no_cpu_fallback", "all_releases", "graph", "_format",
+                 "no_cpu_fallback", "all_releases", "graph", "capture", "_format",
                  "problems")  # problems: the page's grid starts with problems only
 
 
@@ -179,7 +181,8 @@ def run_check(state: ServeState, sub: Submission) -> Report:
         Recorded(oplist), torch_npu=sub.release or None, cann=sub.cann or None,
         hardware=sub.hardware or None, jit_compile=sub.jit_compile,
         internal_format=sub.internal_format, cpu_fallback=sub.cpu_fallback,
-        all_releases=sub.all_releases, graph=sub.graph, baseline=baseline, how=HOW_WEB)
+        all_releases=sub.all_releases, graph=sub.graph, capture=sub.capture, baseline=baseline,
+        how=HOW_WEB)
     usecase = CheckUseCase(state.catalog, workarounds=state.facts.workarounds,
                            restrictions=state.has_api_docs)
     return usecase.run(request).report
