@@ -239,3 +239,17 @@ def kernel_source_ids(engine: Engine, op: str) -> dict[str, int | None]:
     with engine.connect() as conn:
         return {str(rel): sid for rel, sid in conn.execute(
             text("SELECT release, source_id FROM npukernel WHERE op = :op"), {"op": op})}
+
+
+def ops_tagged(engine: Engine, tags: tuple[str, ...]) -> dict[str, tuple[tuple[str, ...], str]]:
+    """Op → (its tags, the source URL of its schema) for the ops PyTorch's
+    native_functions.yaml tags with any of ``tags`` (a few dozen rows)."""
+    if not tags:
+        return {}
+    where = " OR ".join(f"(',' || o.tags || ',') LIKE :t{i}" for i in range(len(tags)))
+    params = {f"t{i}": f"%,{t},%" for i, t in enumerate(tags)}
+    with engine.connect() as conn:
+        return {str(op): (tuple(x for x in str(tg).split(",") if x), str(url or ""))
+                for op, tg, url in conn.execute(text(
+                    "SELECT o.op, o.tags, s.url FROM operator o LEFT JOIN source s "
+                    f"ON s.id = o.source_id WHERE {where}"), params)}

@@ -25,8 +25,28 @@ def to_junit(report: Report) -> str:
                          "</failure></testcase>")
         else:
             lines.append(f"<testcase {attrs}/>")
+    lines += _speed_cases(report)
     lines.append("</testsuite></testsuites>")
     return "\n".join(lines) + "\n"
+
+
+def _speed_cases(report: Report) -> list[str]:
+    """The speed section as one suite: a failing case per finding (a slow path is a finding
+    under ``--fail-on slow``)."""
+    from opcheck.checker.speed import speed_lines
+
+    speed = report.speed
+    findings = (speed or {}).get("findings", [])
+    if speed is None or not findings:
+        return []
+    out = [f"</testsuite><testsuite name={quoteattr('opcheck speed')} tests=\"{len(findings)}\" "
+           f"failures=\"{len(findings)}\" errors=\"0\">"]
+    for s, text in zip(findings, speed_lines(speed), strict=True):
+        out.append(f"<testcase classname={quoteattr('opcheck.slow.' + s['kind'])} "
+                   f"name={quoteattr(s['op'] or 'tensor value')}><failure "
+                   f"type={quoteattr(s['kind'])} message={quoteattr(text)}>"
+                   f"{escape(', '.join(s['locations']))}</failure></testcase>")
+    return out
 
 
 def render(report: Report, ctx: RenderContext) -> str:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 _LOC = re.compile(r"^(?P<file>.+?):(?P<line>\d+)$")
 RESTRICTED = "restricted"
+SLOW = "slow"
 # The order dashboards list the rules in (texts: ``Status.rule``); a problem status not named
 # here comes after these.
 _FIRST = (Status.UNSUPPORTED, Status.CPU_FALLBACK, Status.UNKNOWN)
@@ -25,6 +26,27 @@ def rules() -> dict[str, str]:
     out = {str(s): s.rule for s in _FIRST}
     out.update({str(s): s.rule for s in Status if s.is_problem and s not in _FIRST})
     out[RESTRICTED] = "A dtype seen in the trace is outside the op's documented restriction"
+    out[SLOW] = ("Costs time every step: a host sync, an AI CPU call, a CPU round trip or a "
+                 "per-tensor foreach path")
+    return out
+
+
+def _speed_results(report: Report) -> list[dict[str, Any]]:
+    """One note per speed finding (``--fail-on slow`` makes them fail a build)."""
+    from opcheck.checker.speed import speed_lines
+
+    speed = report.speed or {}
+    out = []
+    for s, text in zip(speed.get("findings", []), speed_lines(speed), strict=True):
+        result: dict[str, Any] = {"ruleId": SLOW, "level": "note", "message": {"text": text},
+                                  "properties": {"op": s["op"], "kind": s["kind"],
+                                                 "per_step": s["per_step"]}}
+        locs = [{"physicalLocation": {"artifactLocation": {"uri": m["file"]},
+                                      "region": {"startLine": int(m["line"])}}}
+                for m in (_LOC.match(x) for x in s["locations"]) if m]
+        if locs:
+            result["locations"] = locs
+        out.append(result)
     return out
 
 
@@ -58,6 +80,7 @@ def to_sarif(report: Report) -> str:
         if locs:
             result["locations"] = locs
         results.append(result)
+    results += _speed_results(report)
     doc = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
