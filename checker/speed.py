@@ -205,13 +205,16 @@ def _syncs(f: Finding, sigs: Sequence[Signature],
                     if tags else "boolean indices in the recorded call; op-plugin "
                     "npu_expand_tensors (nonzero)"), link=link)]
     if f.op in _CPU_COPIES:
-        n = sum(s.count for s in sigs if _to_cpu(s))
+        host = [s for s in sigs if _to_cpu(s)]
+        n = sum(s.count for s in host)
         if not n:
             return []
+        # locations are kept per op, not per call: host-bound copies are among these lines
         return [SpeedFinding(
-            "host_sync", f.op, n, _per(n, steps), list(f.locations), apis,
-            why="a copy from the NPU to the CPU waits for every queued kernel",
-            instead=_CPU_COPY, source="recorded call with device=cpu")]
+            "host_sync", f.op, n, _per(n, steps), list(f.locations), _apis(host),
+            why="a copy from the NPU to the CPU waits for every queued kernel (lines: every "
+                f"{f.op} call; the host-bound ones are among them)",
+            instead=_CPU_COPY, source="recorded call with device=cpu", inferred=True)]
     if not tags:
         return []
     why = ("the host reads a value computed on the device: it waits for the stream"
