@@ -198,3 +198,27 @@ def test_no_tip_where_the_api_does_not_exist(llama: OpList, cat: Catalog,
                        "npu::npu_fused_infer_attention_score", "npu::npu_rotary_mul")))
     old, _ = _check(usecase, llama, torch_npu=lacking)
     assert old.speed is not None and old.speed["tips"] == []
+
+
+@pytest.mark.torch
+def test_the_web_check_page_shows_the_speed_section(run_report: tuple[Report, int]) -> None:
+    from opcheck.web.pages.base import plain_template
+
+    report, _ = run_report
+    html = plain_template("_opcheck_report.html").render(
+        report=report, markdown="", op_url=lambda op: f"/-/op/{op}", op_html=str,
+        status_class=str, row_url=lambda *a: "")
+    section = html.split('<section id="speed">', 1)[1].split("</section>", 1)[0]
+    assert "aten::_local_scalar_dense" in section and "Tensor.item" in section
+    assert f"train_log_item.py:{_line_of(SCRIPT, 'loss.item()')}" in section
+
+
+def test_op_pages_name_the_fused_apis_an_op_takes_part_in(cat: Catalog) -> None:
+    from opcheck.checker.tips import tips_for_op
+
+    rsqrt = {t["api"]: t for t in tips_for_op(cat, "aten::rsqrt")}
+    assert "torch_npu.npu_rms_norm" in rsqrt
+    first = cat.kernel_releases(["npu::npu_rms_norm"])["npu::npu_rms_norm"][0]
+    assert rsqrt["torch_npu.npu_rms_norm"]["releases"].startswith(first)
+    assert {t["api"] for t in tips_for_op(cat, "aten::silu")} == {"torch_npu.npu_swiglu"}
+    assert tips_for_op(cat, "aten::add.Tensor") == []
