@@ -147,9 +147,9 @@ def match(oplist: OpList) -> list[Match]:
         keys = [k for k in adam if ":" not in k] or adam
         decoupled = any(_any(by_module.get(k, by_line.get(k, set())),
                              "aten::_foreach_mul_.Scalar", "aten::mul_.Scalar") for k in keys)
-        ops = sorted({o for k in keys for o in by_module.get(k, by_line.get(k, set()))
-                      if "foreach" in o or o.endswith("_")})
-        add("AdamW step" if decoupled else "Adam step", keys, ops,
+        step_ops = sorted({o for k in keys for o in by_module.get(k, by_line.get(k, set()))
+                           if "foreach" in o or o.endswith("_")})
+        add("AdamW step" if decoupled else "Adam step", keys, step_ops,
             ["aten::_foreach_lerp_.Scalar", "aten::lerp_.Scalar"],
             by_module_keys=":" not in keys[0])
     clip = [k for k, ops in by_line.items()
