@@ -111,8 +111,9 @@ def match(oplist: OpList) -> list[Match]:
                 rms_ops += [o for o in (square, mean, "aten::add.Scalar", "aten::add.Tensor",
                                         inv, "aten::sqrt", "aten::div.Tensor",
                                         "aten::mul.Tensor") if o in ops and o not in rms_ops]
-        if {"aten::neg", "aten::cat", "aten::slice.Tensor", "aten::mul.Tensor",
-                "aten::add.Tensor"} <= ops:
+        # rotate_half (cat) or the interleaved GPT-J rotation (stack of even/odd slices)
+        if {"aten::neg", "aten::slice.Tensor", "aten::mul.Tensor", "aten::add.Tensor"} <= ops \
+                and ops & {"aten::cat", "aten::stack"}:
             rope.append(m)
         mm = _any(ops, "aten::bmm", "aten::matmul", "aten::baddbmm")
         sm = _any(ops, "aten::_softmax", "aten::softmax.int", "aten::_safe_softmax")
@@ -123,9 +124,10 @@ def match(oplist: OpList) -> list[Match]:
                          if o in ops and o not in attn_ops]
     add("RMSNorm", rms, rms_ops, ["aten::rsqrt", "aten::sqrt"])
     add("LayerNorm (by hand)", layer, layer_ops, ["aten::rsqrt", "aten::sqrt"])
-    add("rotary embedding", rope,
-        ["aten::slice.Tensor", "aten::neg", "aten::cat", "aten::mul.Tensor", "aten::add.Tensor"],
-        ["aten::neg"])
+    rope_ops = [o for o in ("aten::slice.Tensor", "aten::neg", "aten::cat", "aten::stack",
+                            "aten::mul.Tensor", "aten::add.Tensor")
+                if any(o in by_module[m] for m in rope)]
+    add("rotary embedding", rope, rope_ops, ["aten::neg"])
     add("attention (by hand)", attn, attn_ops, ["aten::_softmax", "aten::softmax.int"])
     sdpa = sorted({m for u in oplist.ops if u.op == SDPA for m in u.modules}
                   or {loc for u in oplist.ops if u.op == SDPA for loc in u.locations})
@@ -145,8 +147,16 @@ def match(oplist: OpList) -> list[Match]:
             and not _any(ops, "aten::_fused_adamw_", "aten::_fused_adam_")]
     if adam:
         keys = [k for k in adam if ":" not in k] or adam
-        decoupled = any(_any(by_module.get(k, by_line.get(k, set())),
-                             "aten::_foreach_mul_.Scalar", "aten::mul_.Scalar") for k in keys)
+        # Adam and AdamW record the same ops; AdamW's decoupled weight decay adds one more
+        # multiply per step to Adam's (exp_avg_sq *= beta2): told apart by the counts
+        where = set(keys)
+
+        def calls(*ops: str) -> int:
+            return sum(u.count for u in records if u.op in ops
+                       and where & set(u.modules if ":" not in keys[0] else u.locations))
+
+        decoupled = calls("aten::_foreach_mul_.Scalar", "aten::mul_.Scalar") >= 2 * calls(
+            "aten::_foreach_lerp_.Scalar", "aten::lerp_.Scalar")
         step_ops = sorted({o for k in keys for o in by_module.get(k, by_line.get(k, set()))
                            if "foreach" in o or o.endswith("_")})
         add("AdamW step" if decoupled else "Adam step", keys, step_ops,
