@@ -84,7 +84,7 @@ def match(oplist: OpList) -> list[Match]:
         if not keys:
             return
         sites, count = _sites(records, anchor, keys, by_module_keys)
-        found.append(Match(pattern, sorted(keys), replaces, sites, count))
+        found.append(Match(pattern, sorted(keys), list(dict.fromkeys(replaces)), sites, count))
 
     rms: list[str] = []
     rms_ops: list[str] = []
