@@ -21,6 +21,7 @@ from typing import Any
 from opcheck.checker.contract import choose_doc
 from opcheck.core.oplist import OpList, OpUse
 from opcheck.db import contract as db_contract
+from opcheck.db import reads
 from opcheck.db.catalog import Catalog, ReleaseInfo
 
 SDPA = "aten::scaled_dot_product_attention"
@@ -244,11 +245,14 @@ def availability(cat: Catalog, api: Api, release: ReleaseInfo, product: str | No
         read_at = older[-1] if older else min(linked, key=lambda r: order.get(r, 0))
         bases.append(f"aclnn links of {read_at} (inferred: {release.torch_npu}'s pin not read)")
         inferred = True
-    for fn, fn_rels in functions.items():
-        if read_at not in fn_rels:
-            continue
-        choice = choose_doc(db_contract.function_docs(cat.engine, fn), release.cann or "",
-                            product)
+    wanted = [fn for fn, fn_rels in functions.items() if read_at in fn_rels]
+    pages: dict[str, dict[str, db_contract.FunctionDoc]] = {}
+    for r in reads.aclnn_product_pages(cat.engine, wanted):
+        pages.setdefault(r.function, {})[r.cann] = db_contract.FunctionDoc(
+            r.function, r.cann, r.library, r.path, f"{r.base_url}{r.path}" if r.base_url else "",
+            r.line, r.supported, r.unsupported, r.products_line)
+    for fn in wanted:
+        choice = choose_doc(pages.get(fn, {}), release.cann or "", product)
         if choice is None:
             continue
         supported |= set(choice.doc.supported)
@@ -285,12 +289,12 @@ def fused_tips(cat: Catalog, oplist: OpList, release: ReleaseInfo, product: str 
     found = match(oplist) if matches is None else matches
     if not found:
         return []
-    cache: dict[str, list[str]] = {}
+    # one read for every kernel a tip may name (it says where each exists)
+    spans = cat.kernel_releases({api.op for m in found for api in apis_for(m.pattern,
+                                                                           oplist.mode)})
 
     def releases(op: str) -> list[str]:
-        if op not in cache:
-            cache[op] = cat.kernel_releases([op]).get(op, [])
-        return cache[op]
+        return spans.get(op, [])
 
     tips: list[dict[str, Any]] = []
     for m in found:
