@@ -102,6 +102,22 @@ def test_run_reports_one_host_sync_per_step_at_the_logging_line(
 
 
 @pytest.mark.torch
+def test_the_training_loop_gets_layernorm_clipping_and_optimizer_tips(
+        run_report: tuple[Report, int]) -> None:
+    report, _ = run_report
+    assert report.speed is not None
+    tips = {t["pattern"]: t for t in report.speed["tips"]}
+    assert tips["LayerNorm (by hand)"]["api"] == "torch.nn.functional.layer_norm"
+    assert tips["LayerNorm (by hand)"]["where"] == ["1"]  # the Sequential's second module
+    clip = tips["clip_grad_norm (per tensor)"]
+    assert clip["api"] == "torch.nn.utils.clip_grad_norm_(foreach=True)"
+    assert [int(s.rpartition(":")[2]) for s in clip["call_sites"]] == [
+        _line_of(SCRIPT, "clip_grad_norm_")]
+    assert tips["AdamW step"]["api"] == "torch.optim.AdamW(fused=True)"
+    assert "RMSNorm" not in tips
+
+
+@pytest.mark.torch
 def test_every_format_carries_the_speed_section(run_report: tuple[Report, int]) -> None:
     report, _ = run_report
     line = f"{SCRIPT.name}:{_line_of(SCRIPT, 'loss.item()')}"
