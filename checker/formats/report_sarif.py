@@ -26,18 +26,23 @@ def rules() -> dict[str, str]:
     out = {str(s): s.rule for s in _FIRST}
     out.update({str(s): s.rule for s in Status if s.is_problem and s not in _FIRST})
     out[RESTRICTED] = "A dtype seen in the trace is outside the op's documented restriction"
-    out[SLOW] = ("Costs time every step: a host sync, an AI CPU call, a CPU round trip or a "
-                 "per-tensor foreach path")
     return out
 
 
+SLOW_RULE = ("Costs time every step: a host sync, an AI CPU call or a per-tensor foreach path "
+             "(CPU round trips are the cpu_fallback results)")
+
+
 def _speed_results(report: Report) -> list[dict[str, Any]]:
-    """One note per speed finding (``--fail-on slow`` makes them fail a build)."""
+    """One note per speed finding (``--fail-on slow`` makes them fail a build); CPU round
+    trips are already results of their own (cpu_fallback)."""
     from opcheck.checker.speed import speed_lines
 
     speed = report.speed or {}
     out = []
     for s, text in zip(speed.get("findings", []), speed_lines(speed), strict=True):
+        if s["kind"] == "cpu_fallback":
+            continue
         result: dict[str, Any] = {"ruleId": SLOW, "level": "note", "message": {"text": text},
                                   "properties": {"op": s["op"], "kind": s["kind"],
                                                  "per_step": s["per_step"]}}
@@ -87,7 +92,9 @@ def to_sarif(report: Report) -> str:
         "runs": [{
             "tool": {"driver": {
                 "name": "opcheck", "version": __version__,
-                "rules": [{"id": k, "shortDescription": {"text": v}} for k, v in rules().items()],
+                "rules": [{"id": k, "shortDescription": {"text": v}} for k, v in rules().items()]
+                + ([{"id": SLOW, "shortDescription": {"text": SLOW_RULE}}]
+                   if any(r["ruleId"] == SLOW for r in results) else []),
             }},
             "results": results,
         }],

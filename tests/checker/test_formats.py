@@ -103,7 +103,7 @@ def test_summary_line_counts_every_status_in_order() -> None:
 
 def test_sarif_rules_cover_every_problem_status() -> None:
     problem = {s.value for s in Status if s.is_problem}
-    assert set(rules()) == problem | {"restricted", "slow"}
+    assert set(rules()) == problem | {"restricted"}
 
 
 def test_junit_fails_only_problem_or_restricted_ops() -> None:
