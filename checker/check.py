@@ -23,7 +23,8 @@ from opcheck.db.catalog import Catalog, ReleaseInfo
 
 # 2: `complete`/`stopped`, verdict INCOMPLETE, ops[].decomposition_of, restrictions[].inferred
 # 3: restrictions[].source (api_docs | cann), param, products_failing, products_fine, error,
-#    basis, slow (the aclnn contract); target.cann_paired, cann_basis; graph (--graph)
+#    basis, slow (the aclnn contract); target.cann_paired, cann_basis; graph (--graph);
+#    speed (optional, added: host syncs, slow paths, fused-op tips)
 REPORT_SCHEMA_VERSION = 3
 
 
@@ -115,6 +116,9 @@ class Report:
     capture: dict[str, Any] | None = None  # --capture: ACL graph capture (checker.capture)
     # slow paths counted over the calls: aicpu_calls, maybe_aicpu_calls, host_syncs (engine)
     slow_paths: dict[str, int] = field(default_factory=dict)
+    # the speed section (opcheck.checker.speed): host syncs, AI CPU calls, CPU round trips,
+    # per-tensor foreach paths, each per step with lines and what to do instead; fused-op tips
+    speed: dict[str, Any] | None = None
 
     @property
     def problems(self) -> list[Finding]:
@@ -129,6 +133,8 @@ class Report:
             doc.pop("graph")
         if self.capture is None:
             doc.pop("capture")
+        if self.speed is None:
+            doc.pop("speed")
         return doc
 
 
@@ -170,6 +176,8 @@ def exit_code(report: Report, fail_on: FailOn | str, *, allow_incomplete: bool =
         bad = True
     if level.counts_restrictions:
         bad = bad or any(f.restricted for f in report.ops)
+    if level.counts_speed:
+        bad = bad or bool(report.speed and report.speed.get("findings"))
     return 1 if bad else 0
 
 

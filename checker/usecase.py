@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -209,6 +209,7 @@ class CheckUseCase:
         self._paths: dict[tuple[str | None, bool | None, bool | None], PathHook | None] = {}
         self._engines: dict[str | None, EngineLookup | None] = {}
         self._composites: list[str] | None = None
+        self._tagged: dict[str, tuple[tuple[str, ...], str]] | None = None
 
     # --- the target -----------------------------------------------------------------------
 
@@ -292,6 +293,7 @@ class CheckUseCase:
                        kernel_paths=self.kernel_paths(request),
                        engine=self.engines(request.hardware) if self.with_restrictions else None)
         report.notes[:0] = target.notes
+        report.speed = self.speed(request, oplist, report, release)
         if request.all_releases:
             report.matrix = all_releases_matrix(cat, oplist, cpu_fallback=request.cpu_fallback)
         if request.graph:
@@ -308,6 +310,21 @@ class CheckUseCase:
         if request.baseline is not None:
             report = baseline_filter(report, request.baseline)
         return report
+
+    def speed(self, request: CheckRequest, oplist: OpList, report: Report,
+              release: ReleaseInfo) -> dict[str, Any]:
+        """The report's speed section: its findings and the fused-op tips."""
+        from opcheck.checker.speed import SYNC_TAGS, section, speed_findings
+        from opcheck.checker.tips import fused_tips
+        from opcheck.core.products import canonical_alias
+        from opcheck.db.reads import ops_tagged
+
+        if self._tagged is None:
+            self._tagged = ops_tagged(self.catalog.engine, SYNC_TAGS)
+        product = canonical_alias(request.hardware) if request.hardware else None
+        findings, meta = speed_findings(report, oplist, self._tagged, product)
+        judged = replace(release, cann=report.target.get("cann") or release.cann)
+        return section(findings, meta, fused_tips(self.catalog, oplist, judged, product))
 
     def restrictions(self, hardware: str | None) -> RestrictionLookup | None:
         if not self.with_restrictions:

@@ -21,7 +21,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from opcheck.core.vocab import Status
 
@@ -467,8 +467,27 @@ def render_report(report: object, console: object | None = None, *,
         oldest = m.get("oldest_full_npu_release") or "none"
         con.print(f"oldest release running the whole model on the NPU: [bold]{oldest}[/bold]"
                   + (" (G*)" if oldest != "none" else ""))
+    if report.speed is not None:
+        _render_speed(report.speed, con)
     for n in report.notes:
         con.print(f"note: {escape(n)}")
+
+
+def _render_speed(speed: dict[str, Any], con: Any) -> None:
+    """The speed section: each finding on one line, then the fused-op tips."""
+    from rich.markup import escape
+
+    from opcheck.checker.speed import speed_lines, tip_lines
+
+    lines, tips = speed_lines(speed), tip_lines(speed)
+    if not lines and not tips:
+        con.print("[green]speed: no host syncs, AI CPU calls, CPU round trips or per-tensor "
+                  "foreach paths found[/green]")
+        return
+    for line in lines:
+        con.print(f"[yellow]speed:[/yellow] {escape(line)}")
+    for line in tips:
+        con.print(f"[cyan]tip:[/cyan] {escape(line)}")
 
 
 @contextlib.contextmanager

@@ -156,6 +156,9 @@ class FailOn(Word):
     FALLBACK = "fallback"
     RESTRICTED = "restricted"
     NEVER = "never"
+    # the fallback level, plus every speed finding (host syncs, AI CPU calls, CPU round
+    # trips, per-tensor foreach slow paths: opcheck.checker.speed)
+    SLOW = "slow"
 
     @property
     def failing_statuses(self) -> frozenset[Status]:
@@ -168,6 +171,10 @@ class FailOn(Word):
     @property
     def counts_restrictions(self) -> bool:
         return self is FailOn.RESTRICTED
+
+    @property
+    def counts_speed(self) -> bool:
+        return self is FailOn.SLOW
 
 
 class Registration(Word):

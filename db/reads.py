@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, bindparam, text
 from sqlalchemy.exc import OperationalError
 
 if TYPE_CHECKING:
@@ -240,3 +240,46 @@ def kernel_source_ids(engine: Engine, op: str) -> dict[str, int | None]:
     with engine.connect() as conn:
         return {str(rel): sid for rel, sid in conn.execute(
             text("SELECT release, source_id FROM npukernel WHERE op = :op"), {"op": op})}
+
+
+def ops_tagged(engine: Engine, tags: tuple[str, ...]) -> dict[str, tuple[tuple[str, ...], str]]:
+    """Op → (its tags, the source URL of its schema) for the ops PyTorch's
+    native_functions.yaml tags with any of ``tags`` (a few dozen rows)."""
+    if not tags:
+        return {}
+    where = " OR ".join(f"(',' || o.tags || ',') LIKE :t{i}" for i in range(len(tags)))
+    params = {f"t{i}": f"%,{t},%" for i, t in enumerate(tags)}
+    with engine.connect() as conn:
+        return {str(op): (tuple(x for x in str(tg).split(",") if x), str(url or ""))
+                for op, tg, url in conn.execute(text(
+                    "SELECT o.op, o.tags, s.url FROM operator o LEFT JOIN source s "
+                    f"ON s.id = o.source_id WHERE {where}"), params)}
+
+
+class ProductPageRow(NamedTuple):
+    function: str
+    cann: str
+    library: str
+    path: str
+    line: int
+    supported: tuple[str, ...]
+    unsupported: tuple[str, ...]
+    products_line: int
+    base_url: str
+
+
+def aclnn_product_pages(engine: Engine, functions: list[str]) -> list[ProductPageRow]:
+    """The docs pages of ``functions``, one row per function and CANN version, with only the
+    product lists (the fused-op tips need no more), in one query."""
+    if not functions:
+        return []
+    q = text("SELECT f.function, f.cann, f.library, f.path, f.line, f.supported, "
+             "f.unsupported, f.products_line, s.url FROM aclnn_function f LEFT JOIN source s "
+             "ON s.id = f.source_id WHERE f.function IN :fns").bindparams(
+        bindparam("fns", expanding=True))
+    with engine.connect() as conn:
+        return [ProductPageRow(fn, cann, lib, path, int(line),
+                               tuple(x for x in sup.split(",") if x),
+                               tuple(x for x in unsup.split(",") if x), int(pline), base or "")
+                for fn, cann, lib, path, line, sup, unsup, pline, base in conn.execute(
+                    q, {"fns": list(functions)})]

@@ -329,9 +329,14 @@ def dispatch(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     if func._schema.is_mutable:
         _sync_metadata(inputs)
     out = _rewrap(raw, inputs, on_device)
-    if rec is not None and on_device:
+    if rec is not None and (on_device or (func.name() in _HOST_COPIES
+                                          and _touches_device(args, kwargs))):
+        # a copy from the device to the host is an NPU call too (and a host sync)
         _record(rec, func, args, kwargs, out)
     return out
+
+
+_HOST_COPIES = frozenset({"aten::_to_copy", "aten::copy_", "aten::_copy_from"})
 
 
 def _record(rec: Recorder, func: Any, args: Any, kwargs: Any, out: Any = None) -> None:

@@ -37,8 +37,32 @@ def to_junit(report: Report) -> str:
                          f"{escape(where)}</failure></testcase>")
         else:
             lines.append(f"<testcase {attrs}/>")
+    lines += _speed_cases(report)
     lines.append("</testsuite></testsuites>")
     return "\n".join(lines) + "\n"
+
+
+def _speed_cases(report: Report) -> list[str]:
+    """The speed section as one suite: a failing case per finding (a slow path is a finding
+    under ``--fail-on slow``)."""
+    from opcheck.checker.speed import speed_lines
+
+    speed = report.speed
+    # CPU round trips are failing cases of the op suite already (cpu_fallback)
+    pairs = [(s, t) for s, t in zip((speed or {}).get("findings", []),
+                                    speed_lines(speed or {}), strict=True)
+             if s["kind"] != "cpu_fallback"]
+    if not pairs:
+        return []
+    findings = [s for s, _ in pairs]
+    out = [f"</testsuite><testsuite name={quoteattr('opcheck speed')} tests=\"{len(findings)}\" "
+           f"failures=\"{len(findings)}\" errors=\"0\">"]
+    for s, text in pairs:
+        out.append(f"<testcase classname={quoteattr('opcheck.slow.' + s['kind'])} "
+                   f"name={quoteattr(s['op'] or 'tensor value')}><failure "
+                   f"type={quoteattr(s['kind'])} message={quoteattr(text)}>"
+                   f"{escape(', '.join(s['locations']))}</failure></testcase>")
+    return out
 
 
 def render(report: Report, ctx: RenderContext) -> str:

@@ -71,6 +71,8 @@ def to_markdown(report: Report, *, environment: Mapping[str, str] | None = None,
         out.append("")
         out += _fixes(report)
     out += _engine(report.ops)
+    if report.speed is not None:
+        out += _speed(report.speed, root)
     if all_ops:
         out += _op_table("All ops", report.ops, root, empty="The op list is empty.")
     if report.matrix:
@@ -158,6 +160,46 @@ def _engine(ops: Sequence[Finding]) -> list[str]:
         return []
     return ["## Slow paths inside CANN", "", "| op | call | calls | engine | source |",
             "|---|---|---|---|---|", *rows, ""]
+
+
+def _speed(speed: Mapping[str, Any], root: str) -> list[str]:
+    """Host syncs, AI CPU calls, CPU round trips, per-tensor foreach paths; fused-op tips."""
+    from opcheck.checker.speed import KIND_LABELS
+
+    unit = speed.get("unit", "forward")
+    out = ["## Speed", ""]
+    findings = speed.get("findings", [])
+    if not findings:
+        out += ["No host syncs, AI CPU calls, CPU round trips or per-tensor foreach paths "
+                "found.", ""]
+    else:
+        judged = speed.get("judged_on", "")
+        out += [f"Counts per {unit} ({speed.get('steps', 1)} recorded); slow paths judged on "
+                f"{judged}.", "",
+                f"| kind | op | per {unit} | where | why | instead |", "|---|---|---|---|---|---|"]
+        for s in findings:
+            where = ", ".join(relative_location(x, root) for x in s["locations"][:3]) or "?"
+            op = f"`{s['op']}`" if s["op"] else "a tensor value"
+            if s["apis"]:
+                op += " via " + ", ".join(f"`{a}`" for a in s["apis"][:2])
+            mark = " (the trace stopped here)" if s.get("stopped_here") else ""
+            mark += " (inferred)" if s.get("inferred") else ""
+            out.append(f"| {KIND_LABELS.get(s['kind'], s['kind'])} | {op} | {s['per_step']:g} | "
+                       f"{md_escape(where)}{mark} | {md_escape(s['why'])} | "
+                       f"{md_escape(s['instead'])} |")
+        out.append("")
+    tips = speed.get("tips", [])
+    if tips:
+        out += ["### Fused NPU ops", "", "| pattern | use | replaces | call sites | where it "
+                "exists | source |", "|---|---|---|---|---|---|"]
+        for t in tips:
+            sites = ", ".join(relative_location(x, root) for x in t["call_sites"][:3]) or "?"
+            label = " (inferred)" if t.get("inferred") else ""
+            out.append(f"| {t['pattern']} | `{t['api']}` | "
+                       f"{md_escape(', '.join(t['replaces'][:6]))} | {md_escape(sites)} | "
+                       f"{md_escape(t['availability'])}{label} | {md_escape(t['source'])} |")
+        out.append("")
+    return out
 
 
 def _matrix(matrix: Mapping[str, Any]) -> list[str]:

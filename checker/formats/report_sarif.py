@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 _LOC = re.compile(r"^(?P<file>.+?):(?P<line>\d+)$")
 RESTRICTED = "restricted"
 CAPTURE = "capture"
+SLOW = "slow"
 # The order dashboards list the rules in (texts: ``Status.rule``); a problem status not named
 # here comes after these.
 _FIRST = (Status.UNSUPPORTED, Status.CPU_FALLBACK, Status.UNKNOWN)
@@ -29,6 +30,32 @@ def rules(capture: bool = False) -> dict[str, str]:
     out[RESTRICTED] = "A dtype seen in the trace is outside the op's documented restriction"
     if capture:
         out[CAPTURE] = "The call breaks ACL graph capture (torch.npu.NPUGraph) on the target release"
+    return out
+
+
+SLOW_RULE = ("Costs time every step: a host sync, an AI CPU call or a per-tensor foreach path "
+             "(CPU round trips are the cpu_fallback results)")
+
+
+def _speed_results(report: Report) -> list[dict[str, Any]]:
+    """One note per speed finding (``--fail-on slow`` makes them fail a build); CPU round
+    trips are already results of their own (cpu_fallback)."""
+    from opcheck.checker.speed import speed_lines
+
+    speed = report.speed or {}
+    out = []
+    for s, text in zip(speed.get("findings", []), speed_lines(speed), strict=True):
+        if s["kind"] == "cpu_fallback":
+            continue
+        result: dict[str, Any] = {"ruleId": SLOW, "level": "note", "message": {"text": text},
+                                  "properties": {"op": s["op"], "kind": s["kind"],
+                                                 "per_step": s["per_step"]}}
+        locs = [{"physicalLocation": {"artifactLocation": {"uri": m["file"]},
+                                      "region": {"startLine": int(m["line"])}}}
+                for m in (_LOC.match(x) for x in s["locations"]) if m]
+        if locs:
+            result["locations"] = locs
+        out.append(result)
     return out
 
 
@@ -72,13 +99,17 @@ def to_sarif(report: Report) -> str:
                         "message": {"text": f"{b['op']}: {b['why']}"},
                         "properties": {"op": b["op"], "count": b["count"]},
                         **({"locations": where} if where else {})})
+    results += _speed_results(report)
     doc = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
         "runs": [{
             "tool": {"driver": {
                 "name": "opcheck", "version": __version__,
-                "rules": [{"id": k, "shortDescription": {"text": v}} for k, v in rules(report.capture is not None).items()],
+                "rules": [{"id": k, "shortDescription": {"text": v}}
+                          for k, v in rules(report.capture is not None).items()]
+                + ([{"id": SLOW, "shortDescription": {"text": SLOW_RULE}}]
+                   if any(r["ruleId"] == SLOW for r in results) else []),
             }},
             "results": results,
         }],

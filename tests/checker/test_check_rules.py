@@ -36,12 +36,12 @@ def test_a_restriction_does_not_soften_no() -> None:
 
 
 @pytest.mark.parametrize("status, restricted, codes", [
-    # codes under fail-on unsupported, fallback, restricted, never
-    (Status.NPU, False, (0, 0, 0, 0)),
-    (Status.NPU, True, (0, 0, 1, 0)),
-    (Status.CPU_FALLBACK, False, (0, 1, 1, 0)),
-    (Status.UNKNOWN, False, (0, 1, 1, 0)),
-    (Status.UNSUPPORTED, False, (1, 1, 1, 0)),
+    # codes under fail-on unsupported, fallback, restricted, never, slow
+    (Status.NPU, False, (0, 0, 0, 0, 0)),
+    (Status.NPU, True, (0, 0, 1, 0, 0)),
+    (Status.CPU_FALLBACK, False, (0, 1, 1, 0, 1)),
+    (Status.UNKNOWN, False, (0, 1, 1, 0, 1)),
+    (Status.UNSUPPORTED, False, (1, 1, 1, 0, 1)),
 ])
 def test_exit_code_per_fail_level(status: Status, restricted: bool,
                                   codes: tuple[int, ...]) -> None:
@@ -57,7 +57,17 @@ def test_fail_level_accepts_the_plain_words() -> None:
 def test_an_unknown_fail_level_names_the_choices() -> None:
     with pytest.raises(UsageError) as err:
         fail_level("sometimes")
-    assert str(err.value) == "--fail-on must be one of unsupported, fallback, restricted, never"
+    assert str(err.value) == ("--fail-on must be one of unsupported, fallback, restricted, "
+                              "never, slow")
+
+
+def test_a_speed_finding_fails_only_fail_on_slow() -> None:
+    rep = _report(Finding("aten::_local_scalar_dense", Status.NPU))
+    assert exit_code(rep, FailOn.SLOW) == 0  # no speed section: nothing slow known
+    rep.speed = {"findings": [{"kind": "host_sync"}], "tips": []}
+    assert [exit_code(rep, level) for level in FailOn] == [0, 0, 0, 0, 1]
+    rep.speed = {"findings": [], "tips": [{"api": "torch_npu.npu_rms_norm"}]}
+    assert exit_code(rep, FailOn.SLOW) == 0  # a tip is advice, not a finding
 
 
 def test_problems_are_the_problem_statuses_and_restricted_ops() -> None:

@@ -112,6 +112,8 @@ class OpPage:
     matches: list[dict[str, str]] = field(default_factory=list)  # several ops the name means
     match_text: str = ""
     extras: dict[str, Any] = field(default_factory=dict)  # the history document (aclnn, graph)
+    # fused torch_npu APIs whose patterns this op takes part in (opcheck.checker.tips)
+    tips: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def strip(self) -> list[tuple[str, list[tuple[str, str]]]]:
@@ -250,6 +252,9 @@ def op_page(state: ServeState, op: str) -> OpPage:
     page.workarounds = [dict(state.workarounds[w], rewrite=code.get(w, ""))
                         for w in page.history.workarounds if w in state.workarounds]
     page.extras = page.history.to_json()
+    from opcheck.checker.tips import tips_for_op
+
+    page.tips = tips_for_op(state.facts.cat, name)
     return page
 
 
