@@ -89,7 +89,8 @@ def test_run_reports_one_host_sync_per_step_at_the_logging_line(
         run_report: tuple[Report, int], usecase: CheckUseCase) -> None:
     report, code = run_report
     assert report.speed is not None and report.speed["unit"] == "step"
-    assert report.speed["steps"] == 3
+    # the run budget ends the loop once a step records nothing new, so 2 or 3 steps run
+    assert report.speed["steps"] in (2, 3)
     item = next(s for s in _syncs(report) if s["op"] == "aten::_local_scalar_dense")
     assert item["per_step"] == 1
     [where] = item["locations"]
