@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from opcheck.checker.resolve import Resolver
+from opcheck.checker.resolve import COMPOSITE_EXPLICIT, Resolver
 from opcheck.core.oplist import OpList, OpUse
 from opcheck.core.versions import minor_key
 from opcheck.tracers.composites import BACKWARD_FORMULA
@@ -94,23 +94,44 @@ def received(oplist: OpList, resolver: Resolver) -> Received:
             got.via, got.parent = [], ""
         got.merge(use)
 
-    def is_whole(use: OpUse) -> bool:
-        return not use.composite or has_kernel(resolver, _FORMULA_OF.get(use.op, use.op))
+    operators = resolver.catalog.operators
 
-    def walk(use: OpUse, chain: tuple[str, ...]) -> list[str]:
-        """Emit ``use`` or its decomposition; return the op names emitted."""
-        if is_whole(use):
-            if use.composite and use.op not in whole and use.op not in _FORMULA_OF:
-                whole.append(use.op)
-            emit(use, chain)
-            return [use.op]
+    def is_explicit(use: OpUse) -> bool:
+        info = operators.get(use.op)
+        return (use.composite and use.op not in _FORMULA_OF
+                and info is not None and info.kernel_kind in COMPOSITE_EXPLICIT)
+
+    def is_whole(use: OpUse) -> bool:
+        return (not use.composite or is_explicit(use)
+                or has_kernel(resolver, _FORMULA_OF.get(use.op, use.op)))
+
+    def walk(use: OpUse, chain: tuple[str, ...], shown: bool = True) -> list[str]:
+        """Emit ``use`` or its decomposition (``shown``: else only name them); return the op
+        names emitted."""
         inner = (*chain, use.op)
+        if is_explicit(use):
+            # The row of the op the model called: without a kernel here its generic kernel
+            # runs and the resolver judges it by the ops that kernel sends (its callees).
+            if not has_kernel(resolver, use.op):
+                callees: list[str] = []
+                for child in children.get((*use.via, use.op), []):
+                    callees += walk(child, inner, shown=False)
+                resolver.learn_callees(use.op, callees)
+            if shown:
+                emit(use, chain)
+            return [use.op]
+        if is_whole(use):
+            if shown and use.composite and use.op not in whole and use.op not in _FORMULA_OF:
+                whole.append(use.op)
+            if shown:
+                emit(use, chain)
+            return [use.op]
         names: list[str] = []
         for child in children.get((*use.via, use.op), []):
-            for name in walk(child, inner):
+            for name in walk(child, inner, shown):
                 if name not in names:
                     names.append(name)
-        if not names and use.op not in empty and use.op not in _FORMULA_OF:
+        if shown and not names and use.op not in empty and use.op not in _FORMULA_OF:
             empty.append(use.op)
         return names
 

@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from opcheck.core.oplist import Signature
 from opcheck.tracers.composites import BACKWARD_FORMULA
 from opcheck.tracers.device import _dtype_name, _iter_tensors, op_name
 from opcheck.tracers.recorder import _ACTIVE, Recorder
@@ -166,17 +167,19 @@ def decompose(func: Any, args: Any, kwargs: Any) -> Any:
 
 @contextlib.contextmanager
 def _as_parent(
-    rec: Recorder | None, func: Any, args: Any, kwargs: Any
+    rec: Recorder | None, func: Any, args: Any, kwargs: Any, *, always: bool = False,
+    record: Callable[..., Signature | None] | None = None,
 ) -> Iterator[list[Any]]:
-    """Record a watched CIA op and make it the parent of the ops recorded inside; the caller
-    puts the op's result in the yielded list (for its output dtypes)."""
+    """Record a watched CIA op (``always``: any composite op) and make it the parent of the
+    ops recorded inside; the caller puts the op's result in the yielded list (for its output
+    dtypes). ``record``: how to record the op itself (default ``rec.record``)."""
     result: list[Any] = []
     name = op_name(func)
     # kernels stay installed for the process: record only the ops this trace watches
-    if rec is None or not rec.enabled or name is None or name not in rec.watched:
+    if rec is None or not rec.enabled or name is None or not (always or name in rec.watched):
         yield result
         return
-    sig = rec.record(func, args, kwargs, composite=True)
+    sig = (record or rec.record)(func, args, kwargs, composite=True)
     rec.parents.append(name)
     try:
         yield result
