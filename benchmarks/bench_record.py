@@ -76,6 +76,8 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--profile", action="store_true")
     opts = ap.parse_args()
+    # one thread: process time then counts this thread's work, not idle OpenMP workers spinning
+    torch.set_num_threads(1)
     plain = {k: _per_call(f, opts.calls) for k, f in _cases(lambda t: t).items()}
     _decode(False)  # warm-up: lazy imports, first-call kernels
     p_s, _ = _decode(False)

@@ -30,6 +30,7 @@ from typing import Any
 from opcheck.core.errors import TraceError
 from opcheck.core.oplist import Signature
 from opcheck.tracers.composite_kernels import (
+    _CIA_CACHE,
     _as_parent,
     _overload,
     decompose,
@@ -256,6 +257,8 @@ def _is_device(x: Any) -> bool:
 def _rewrap(out: Any, inputs: dict[int, Any], on_device: bool) -> Any:
     import torch
 
+    if type(out) is torch.Tensor and id(out) not in inputs:  # the common case: a new tensor
+        return wrap(out) if on_device else out
     if isinstance(out, torch.Tensor):
         same = inputs.get(id(out))
         if same is not None:  # in-place / out= ops return their argument itself
@@ -270,32 +273,56 @@ def _split(args: Any, kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]
     """One pass over a call's arguments: the arguments with CPU tensors in place of ``npu``
     ones (and the CPU device in place of ``npu``), the tensor arguments by the id of the CPU
     tensor behind them, and whether any is an ``npu`` tensor."""
-    import torch
-
     cls = _CLASS[0]
     inputs: dict[int, Any] = {}
     touches = False
-
-    def one(x: Any) -> Any:
-        nonlocal touches
+    plain: list[Any] = []
+    for x in args:  # flat arguments inline: this runs on every op call
         if type(x) is cls:
             touches = True
             inputs[id(x.elem)] = x
-            return x.elem
-        if isinstance(x, torch.Tensor):
-            inputs[id(x)] = x
-            return x
-        if isinstance(x, (list, tuple)):
-            return type(x)(one(v) for v in x)
-        if type(x) is torch.device and x.type == DEVICE:
-            return _CPU[0]
-        if isinstance(x, dict):
-            return {k: one(v) for k, v in x.items()}
-        return x
-
-    plain = [one(x) for x in args]
-    plain_kwargs = {k: one(v) for k, v in kwargs.items()} if kwargs else {}
+            plain.append(x.elem)
+        elif isinstance(x, _SIMPLE):
+            plain.append(x)
+        else:
+            v, t = _plain_of(x, inputs)
+            touches = touches or t
+            plain.append(v)
+    plain_kwargs: dict[str, Any] = {}
+    for k, x in kwargs.items():
+        v, t = _plain_of(x, inputs)
+        touches = touches or t
+        plain_kwargs[k] = v
     return plain, plain_kwargs, inputs, touches
+
+
+_SIMPLE = (int, float, bool, str, type(None))
+
+
+def _plain_of(x: Any, inputs: dict[int, Any]) -> tuple[Any, bool]:
+    import torch
+
+    cls = _CLASS[0]
+    if type(x) is cls:
+        inputs[id(x.elem)] = x
+        return x.elem, True
+    if isinstance(x, torch.Tensor):
+        inputs[id(x)] = x
+        return x, False
+    if isinstance(x, (list, tuple)):
+        touched = False
+        out = []
+        for v in x:
+            p, t = _plain_of(v, inputs)
+            touched = touched or t
+            out.append(p)
+        return type(x)(out), touched
+    if type(x) is torch.device and x.type == DEVICE:
+        return _CPU[0], False
+    if isinstance(x, dict):
+        pairs = {k: _plain_of(v, inputs) for k, v in x.items()}
+        return {k: p for k, (p, _) in pairs.items()}, any(t for _, t in pairs.values())
+    return x, False
 
 
 _MUTABLE: dict[Any, bool] = {}
@@ -311,7 +338,7 @@ def dispatch(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     dev = kwargs.get("device") if kwargs else None
     # where the outputs live: the ``device`` argument when there is one, else the inputs'
     on_device = _is_device(dev) if dev is not None else touches
-    if on_device and is_composite_implicit(func):
+    if on_device and (_CIA_CACHE.get(func) if func in _CIA_CACHE else is_composite_implicit(func)):
         # Inference mode skips the autograd keys, so composite ops arrive here whole; a backend
         # without a kernel for them decomposes them at its own key.
         context = "reshape" if func.name() == "aten::reshape" else ""

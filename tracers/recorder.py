@@ -67,6 +67,7 @@ class Recorder:
         self._signatures: dict[Any, Signature | None] = {}  # (record, _scan key) -> signature
         self._sig_index: dict[tuple[str, tuple[str, ...]], dict[str, Signature]] = {}
         self._api_seen: set[tuple[int, Any, int]] = set()
+        self._sizes: set[tuple[Any, Any]] = set()  # (record, first tensor's size) seen
 
     def user_frame(self) -> Any:
         """Innermost frame outside torch and opcheck's tracer: the user's call site."""
@@ -118,7 +119,7 @@ class Recorder:
             # it accumulates in place when the buffer is not shared, which is the usual case;
             # on subclasses it never does.
             name = "aten::add_.Tensor"
-        via = tuple(self.parents)
+        via = tuple(self.parents) if self.parents else ()
         key = (name, via)
         use = self.ops.get(key)
         new = use is None
@@ -132,15 +133,26 @@ class Recorder:
                     parent.children.append(name)
         use.count += 1
         tensors, fast = _scan(args, kwargs)
-        if len(use.dtypes) < MAX_SAMPLES:
+        cache_key = (key, fast) if fast is not None else None
+        known = self._signatures.get(cache_key, _UNSEEN) if cache_key is not None else _UNSEEN
+        # a call like one seen before (same dtypes and arguments) adds no dtype
+        if known is _UNSEEN and len(use.dtypes) < MAX_SAMPLES:
             for t in tensors:
                 d = _dtype_name(t.dtype)
                 if d not in use.dtypes and len(use.dtypes) < MAX_SAMPLES:
                     use.dtypes.append(d)
         if tensors and len(use.shapes) < MAX_SAMPLES:
-            first_shape = _shape(tensors[0])
-            if first_shape not in use.shapes:
-                use.shapes.append(first_shape)
+            size = tensors[0].shape
+            try:
+                seen = (key, size) in self._sizes
+            except TypeError:  # symbolic sizes do not hash
+                seen = False
+            if not seen:
+                first_shape = _shape(tensors[0])
+                if first_shape not in use.shapes:
+                    use.shapes.append(first_shape)
+                with contextlib.suppress(TypeError):
+                    self._sizes.add((key, size))
         where = self.module_stack[-1] if self.module_stack else self.phase
         if where and len(use.modules) < MAX_SAMPLES and where not in use.modules:
             use.modules.append(where)
@@ -151,15 +163,16 @@ class Recorder:
                 loc = self._where(frame)
                 if loc not in use.locations:
                     use.locations.append(loc)
-        got = self._signature_of(use, key, func, args, kwargs, out, fast)
+        got = (known if known is not _UNSEEN
+               else self._signature_of(use, key, func, args, kwargs, out, cache_key))  # fmt: skip
         if got is not None:
             got.count += 1
             if len(got.apis) < MAX_APIS and not self.phase:
                 frame = frame or self.user_frame()
                 if frame is not None:
-                    seen = (id(got), frame.f_code, frame.f_lasti)
-                    if seen not in self._api_seen:
-                        self._api_seen.add(seen)
+                    at = (id(got), frame.f_code, frame.f_lasti)
+                    if at not in self._api_seen:
+                        self._api_seen.add(at)
                         api = _api_at(frame)
                         if api and api not in got.apis:
                             got.apis.append(api)
@@ -168,15 +181,9 @@ class Recorder:
         return got
 
     def _signature_of(self, use: OpUse, key: tuple[str, tuple[str, ...]], func: Any, args: Any,
-                      kwargs: Any, out: Any, fast: Any) -> Signature | None:  # fmt: skip
+                      kwargs: Any, out: Any, cache_key: Any) -> Signature | None:  # fmt: skip
         """The stored signature this call counts under (None when the record already keeps
-        MAX_SIGNATURES others); calls that look the same (``_scan``'s key) share the answer."""
-        cache_key = (key, fast) if fast is not None else None
-        if cache_key is not None:
-            try:
-                return self._signatures[cache_key]
-            except (KeyError, TypeError):  # TypeError: an unhashable argument
-                pass
+        MAX_SIGNATURES others), remembered for calls that look the same (``cache_key``)."""
         sig = _signature(func, args, kwargs, out)
         sk = sig.key
         index = self._sig_index.setdefault(key, {})
@@ -241,6 +248,7 @@ def _renamed(context: str, name: str, args: Any) -> str:
 
 
 MAX_CACHED_CALLS = 50_000  # distinct (op, call) keys whose signature is remembered
+_UNSEEN = object()
 _NAMES: dict[Any, str | None] = {}  # OpOverload -> op_name
 _SCALARS = (bool, int, float, str, type(None))
 
@@ -263,8 +271,8 @@ def _scan(args: Any, kwargs: Any) -> tuple[list[Any], Any]:
         if isinstance(v, torch.Tensor):
             tensors.append(v)
             parts.append(v.dtype)
-        elif isinstance(v, _SCALARS) or isinstance(v, (torch.dtype, torch.device)):
-            parts.append(v)
+        elif isinstance(v, (*_SCALARS, torch.dtype, torch.device)):
+            parts.append((type(v), v))  # 1, 1.0 and True are equal keys, not equal arguments
         elif isinstance(v, (list, tuple)):
             inner: list[Any] = []
             for x in v:
@@ -272,7 +280,7 @@ def _scan(args: Any, kwargs: Any) -> tuple[list[Any], Any]:
                     tensors.append(x)
                     inner.append(x.dtype)
                 elif isinstance(x, _SCALARS):
-                    inner.append(x)
+                    inner.append((type(x), x))
                 else:
                     ok = False
             parts.append(tuple(inner))
