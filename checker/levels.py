@@ -8,6 +8,14 @@ registers a kernel for is received (whatever the registration does: an NPU kerne
 releases a CPU kernel or an "unsupported" error, which the resolver then reports); a CIA op without one is replaced by its children, which are
 resolved the same way (recursively). Ops that are not CIA are received as recorded.
 
+CompositeExplicitAutograd (CEA) ops are different: the dispatcher always hands them to the
+backend, where a CEA op torch_npu has no kernel for runs its generic kernel, whose calls reach
+the backend in turn. ``opcheck run`` records those calls as the op's children (composite
+records). Such an op stays the row of the report (it is what the model called); on a release
+without its kernel the resolver learns the ops its kernel sent there (``learn_callees``) and the
+worst of them decides its status, with the chain shown (``aten::linalg_lstsq →
+aten::linalg_lstsq.out``).
+
 Training: a CIA op received whole runs backward as the NPU's own code (torch_npu built against
 torch >= 2.3 registers its CIA kernels on the autograd key too), approximated by the backward
 of the decomposition, except where torch has a formula for the op (``BACKWARD_FORMULA``): the

@@ -40,23 +40,24 @@ def _overload(name: str) -> Any | None:
         return None
 
 
-_CIA_CACHE: dict[Any, bool] = {}
+# id(op) -> (op, answer): keyed by id because OpOverload.__hash__ is Python code, and this
+# runs on every op call; the op kept in the value makes a reused id harmless
+_CIA_CACHE: dict[int, tuple[Any, bool]] = {}
 
 
 def is_composite_implicit(func: Any) -> bool:
-    known = _CIA_CACHE.get(func)
-    if known is None:
-        import torch
+    hit = _CIA_CACHE.get(id(func))
+    if hit is not None and hit[0] is func:
+        return hit[1]
+    import torch
 
-        try:
-            known = bool(
-                torch._C._dispatch_has_kernel_for_dispatch_key(
-                    func.name(), "CompositeImplicitAutograd"
-                )
-            )
-        except RuntimeError:  # prim:: ops registered only with the JIT, not the dispatcher
-            known = False
-        _CIA_CACHE[func] = known
+    try:
+        known = bool(
+            torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
+        )
+    except RuntimeError:  # prim:: ops registered only with the JIT, not the dispatcher
+        known = False
+    _CIA_CACHE[id(func)] = (func, known)
     return known
 
 

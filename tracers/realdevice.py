@@ -30,7 +30,6 @@ from typing import Any
 from opcheck.core.errors import TraceError
 from opcheck.core.oplist import Signature
 from opcheck.tracers.composite_kernels import (
-    _CIA_CACHE,
     _as_parent,
     _overload,
     decompose,
@@ -325,7 +324,10 @@ def _plain_of(x: Any, inputs: dict[int, Any]) -> tuple[Any, bool]:
     return x, False
 
 
-_MUTABLE: dict[Any, bool] = {}
+# id(op) -> (op, CompositeImplicitAutograd, _EXPLICIT key, mutable, the C++ callable): per-op
+# facts dispatch needs on every call (by id: OpOverload.__hash__ is Python code; the op kept
+# in the value makes a reused id harmless)
+_FACTS: dict[int, tuple[Any, bool, Any, bool, Any]] = {}
 _MAIN_THREAD = threading.main_thread().ident
 _CPU: list[Any] = []  # torch.device("cpu"), made once
 
@@ -338,25 +340,26 @@ def dispatch(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     dev = kwargs.get("device") if kwargs else None
     # where the outputs live: the ``device`` argument when there is one, else the inputs'
     on_device = _is_device(dev) if dev is not None else touches
-    if on_device and (_CIA_CACHE.get(func) if func in _CIA_CACHE else is_composite_implicit(func)):
+    facts = _FACTS.get(id(func))
+    if facts is None or facts[0] is not func:
+        facts = _FACTS[id(func)] = (func, is_composite_implicit(func), _EXPLICIT.get(func),
+                                    bool(func._schema.is_mutable),
+                                    getattr(func, "_op", func))  # fmt: skip
+    _, implicit, explicit_key, mutable, op = facts
+    if on_device and implicit:
         # Inference mode skips the autograd keys, so composite ops arrive here whole; a backend
         # without a kernel for them decomposes them at its own key.
         context = "reshape" if func.name() == "aten::reshape" else ""
         with in_context(rec, context), _as_parent(rec, func, args, kwargs):
             return decompose(func, args, kwargs)
-    if on_device and rec is not None and rec.enabled:
-        key = _EXPLICIT.get(func)
-        if key is not None:
-            return _run_explicit(rec, func, key, args, kwargs)
+    if on_device and explicit_key is not None and rec is not None and rec.enabled:
+        return _run_explicit(rec, func, explicit_key, args, kwargs)
     try:
-        raw = func(*plain, **plain_kwargs)
+        raw = op(*plain, **plain_kwargs)  # the C++ op itself (OpOverload.__call__ is Python)
     except BaseException:
         if rec is not None and on_device:
             _record(rec, func, args, kwargs)  # the op the script failed in is still listed
         raise
-    mutable = _MUTABLE.get(func)
-    if mutable is None:
-        mutable = _MUTABLE[func] = bool(func._schema.is_mutable)
     if mutable:
         _sync_metadata(inputs)
     out = _rewrap(raw, inputs, on_device)

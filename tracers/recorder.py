@@ -9,7 +9,7 @@ import contextlib
 import functools
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from opcheck.core.oplist import (
     MAX_APIS,
@@ -106,10 +106,12 @@ class Recorder:
         call (op names, dtype names, signatures, source locations are cached)."""
         if not self.enabled:
             return None
-        try:
-            name = _NAMES[func]
-        except KeyError:
-            name = _NAMES[func] = op_name(func)
+        hit = _NAMES.get(id(func))
+        if hit is not None and hit[0] is func:
+            name = hit[1]
+        else:
+            name = op_name(func)
+            _NAMES[id(func)] = (func, name)
         if name is None:
             return None
         if self.context:
@@ -163,8 +165,10 @@ class Recorder:
                 loc = self._where(frame)
                 if loc not in use.locations:
                     use.locations.append(loc)
-        got = (known if known is not _UNSEEN
-               else self._signature_of(use, key, func, args, kwargs, out, cache_key))  # fmt: skip
+        if known is _UNSEEN:
+            got = self._signature_of(use, key, func, args, kwargs, out, cache_key)
+        else:
+            got = cast("Signature | None", known)
         if got is not None:
             got.count += 1
             if len(got.apis) < MAX_APIS and not self.phase:
@@ -249,7 +253,8 @@ def _renamed(context: str, name: str, args: Any) -> str:
 
 MAX_CACHED_CALLS = 50_000  # distinct (op, call) keys whose signature is remembered
 _UNSEEN = object()
-_NAMES: dict[Any, str | None] = {}  # OpOverload -> op_name
+# id(op) -> (op, op_name): by id, as OpOverload.__hash__ is Python code
+_NAMES: dict[int, tuple[Any, str | None]] = {}
 _SCALARS = (bool, int, float, str, type(None))
 
 
