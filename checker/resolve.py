@@ -237,5 +237,7 @@ class Resolver:
                                       reason=f"{info.kernel_kind} wrapper around {inner_op}: "
                                              f"{inner.reason}")
             return Resolution(op, Status.COMPOSITE, via=via,
-                              reason=f"{info.kernel_kind}: generic kernel calling other ops")
+                              reason=f"{info.kernel_kind}: generic kernel calling other ops "
+                                     "(which ones, and whether they run on the NPU, a run "
+                                     "records: `opcheck run`)")
         return self._no_kernel(op, info, via)
