@@ -8,6 +8,14 @@ registers a kernel for is received (whatever the registration does: an NPU kerne
 releases a CPU kernel or an "unsupported" error, which the resolver then reports); a CIA op without one is replaced by its children, which are
 resolved the same way (recursively). Ops that are not CIA are received as recorded.
 
+CompositeExplicitAutograd (CEA) ops are different: the dispatcher always hands them to the
+backend, where a CEA op torch_npu has no kernel for runs its generic kernel, whose calls reach
+the backend in turn. ``opcheck run`` records those calls as the op's children (composite
+records). Such an op stays the row of the report (it is what the model called); on a release
+without its kernel the resolver learns the ops its kernel sent there (``learn_callees``) and the
+worst of them decides its status, with the chain shown (``aten::linalg_lstsq →
+aten::linalg_lstsq.out``).
+
 Training: a CIA op received whole runs backward as the NPU's own code (torch_npu built against
 torch >= 2.3 registers its CIA kernels on the autograd key too), approximated by the backward
 of the decomposition, except where torch has a formula for the op (``BACKWARD_FORMULA``): the
@@ -23,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from opcheck.checker.resolve import Resolver
+from opcheck.checker.resolve import COMPOSITE_EXPLICIT, Resolver
 from opcheck.core.oplist import OpList, OpUse
 from opcheck.core.versions import minor_key
 from opcheck.tracers.composites import BACKWARD_FORMULA
@@ -94,23 +102,44 @@ def received(oplist: OpList, resolver: Resolver) -> Received:
             got.via, got.parent = [], ""
         got.merge(use)
 
-    def is_whole(use: OpUse) -> bool:
-        return not use.composite or has_kernel(resolver, _FORMULA_OF.get(use.op, use.op))
+    operators = resolver.catalog.operators
 
-    def walk(use: OpUse, chain: tuple[str, ...]) -> list[str]:
-        """Emit ``use`` or its decomposition; return the op names emitted."""
-        if is_whole(use):
-            if use.composite and use.op not in whole and use.op not in _FORMULA_OF:
-                whole.append(use.op)
-            emit(use, chain)
-            return [use.op]
+    def is_explicit(use: OpUse) -> bool:
+        info = operators.get(use.op)
+        return (use.composite and use.op not in _FORMULA_OF
+                and info is not None and info.kernel_kind in COMPOSITE_EXPLICIT)
+
+    def is_whole(use: OpUse) -> bool:
+        return (not use.composite or is_explicit(use)
+                or has_kernel(resolver, _FORMULA_OF.get(use.op, use.op)))
+
+    def walk(use: OpUse, chain: tuple[str, ...], shown: bool = True) -> list[str]:
+        """Emit ``use`` or its decomposition (``shown``: else only name them); return the op
+        names emitted."""
         inner = (*chain, use.op)
+        if is_explicit(use):
+            # The row of the op the model called: without a kernel here its generic kernel
+            # runs and the resolver judges it by the ops that kernel sends (its callees).
+            if not has_kernel(resolver, use.op):
+                callees: list[str] = []
+                for child in children.get((*use.via, use.op), []):
+                    callees += walk(child, inner, shown=False)
+                resolver.learn_callees(use.op, callees)
+            if shown:
+                emit(use, chain)
+            return [use.op]
+        if is_whole(use):
+            if shown and use.composite and use.op not in whole and use.op not in _FORMULA_OF:
+                whole.append(use.op)
+            if shown:
+                emit(use, chain)
+            return [use.op]
         names: list[str] = []
         for child in children.get((*use.via, use.op), []):
-            for name in walk(child, inner):
+            for name in walk(child, inner, shown):
                 if name not in names:
                     names.append(name)
-        if not names and use.op not in empty and use.op not in _FORMULA_OF:
+        if shown and not names and use.op not in empty and use.op not in _FORMULA_OF:
             empty.append(use.op)
         return names
 

@@ -18,6 +18,7 @@ from opcheck.db.data import KernelFacts
 
 COMPOSITE_IMPLICIT = "CompositeImplicitAutograd"
 COMPOSITE_EXPLICIT = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+MAX_CALLEES_SHOWN = 4  # callees named in a composite op's reason before "and N more"
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,18 @@ class Resolver:
         self.kernels = ReleaseKernels(catalog, release)
         self.cpu_fallback = cpu_fallback and self.release.has_cpu_fallback
         self._cache: dict[str, Resolution] = {}
+        # composite op -> the ops a run recorded its kernel sending to the device on this
+        # release (checker.levels learns them from the op list)
+        self.callees: dict[str, list[str]] = {}
+
+    def learn_callees(self, op: str, callees: Iterable[str]) -> None:
+        """Record that ``op``'s generic kernel was seen calling ``callees`` (the level the
+        device receives on this release); resolutions made before are recomputed."""
+        mine = self.callees.setdefault(op, [])
+        new = [c for c in callees if c != op and c not in mine]
+        if new:
+            mine.extend(new)
+            self._cache.clear()
 
     def prefetch(self, ops: Iterable[str]) -> None:
         """Read the kernel rows every resolution of ``ops`` needs in one query: the ops, their
@@ -155,6 +168,24 @@ class Resolver:
         info = self.catalog.operators.get(twin)
         return twin if info is not None and info.kernel_kind == "backend" else ""
 
+    def _through_callees(self, op: str, kind: str, via: tuple[str, ...]) -> Resolution | None:
+        """A composite op whose calls a run recorded: the worst callee decides (the first of
+        equal ones, in call order), and the chain to it is shown."""
+        names = [n for n in self.callees.get(op, ()) if n not in via]
+        if not names:
+            return None
+        inner = [self._resolve(n, via) for n in names]
+        worst = max(inner, key=lambda r: r.status.severity)  # max keeps the first of equals
+        chain = " → ".join(worst.via[len(via) - 1:])
+        if worst.status.is_problem:
+            return Resolution(op, worst.status, worst.kernel, worst.aclnn, worst.via,
+                              reason=f"{kind} kernel calling {chain}: {worst.reason}")
+        shown = ", ".join(names[:MAX_CALLEES_SHOWN])
+        more = f" and {len(names) - MAX_CALLEES_SHOWN} more" if len(names) > MAX_CALLEES_SHOWN else ""
+        return Resolution(op, Status.COMPOSITE, via=via,
+                          reason=f"{kind} kernel calling {shown}{more} (recorded), which run "
+                                 "on the NPU")
+
     def _resolve(self, op: str, seen: tuple[str, ...]) -> Resolution:
         via = (*seen, op)
         facts = self.kernels.get(op)
@@ -190,6 +221,9 @@ class Resolver:
                                   reason=f"structured op delegating to {inner.op}: {inner.reason}")
             return Resolution(op, Status.COMPOSITE, inner.kernel, inner.aclnn, inner.via,
                               reason=f"structured op: runs {inner.op} ({inner.status})")
+        called = self._through_callees(op, info.kernel_kind, via)
+        if called is not None:
+            return called
         if info.kernel_kind == COMPOSITE_IMPLICIT:
             return Resolution(op, Status.COMPOSITE, via=via,
                               reason="CompositeImplicitAutograd: decomposes into other ops "
@@ -203,5 +237,7 @@ class Resolver:
                                       reason=f"{info.kernel_kind} wrapper around {inner_op}: "
                                              f"{inner.reason}")
             return Resolution(op, Status.COMPOSITE, via=via,
-                              reason=f"{info.kernel_kind}: generic kernel calling other ops")
+                              reason=f"{info.kernel_kind}: generic kernel calling other ops "
+                                     "(which ones, and whether they run on the NPU, a run "
+                                     "records: `opcheck run`)")
         return self._no_kernel(op, info, via)

@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from opcheck.core.oplist import Signature
 from opcheck.tracers.composites import BACKWARD_FORMULA
 from opcheck.tracers.device import _dtype_name, _iter_tensors, op_name
 from opcheck.tracers.recorder import _ACTIVE, Recorder
@@ -39,23 +40,24 @@ def _overload(name: str) -> Any | None:
         return None
 
 
-_CIA_CACHE: dict[Any, bool] = {}
+# id(op) -> (op, answer): keyed by id because OpOverload.__hash__ is Python code, and this
+# runs on every op call; the op kept in the value makes a reused id harmless
+_CIA_CACHE: dict[int, tuple[Any, bool]] = {}
 
 
 def is_composite_implicit(func: Any) -> bool:
-    known = _CIA_CACHE.get(func)
-    if known is None:
-        import torch
+    hit = _CIA_CACHE.get(id(func))
+    if hit is not None and hit[0] is func:
+        return hit[1]
+    import torch
 
-        try:
-            known = bool(
-                torch._C._dispatch_has_kernel_for_dispatch_key(
-                    func.name(), "CompositeImplicitAutograd"
-                )
-            )
-        except RuntimeError:  # prim:: ops registered only with the JIT, not the dispatcher
-            known = False
-        _CIA_CACHE[func] = known
+    try:
+        known = bool(
+            torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
+        )
+    except RuntimeError:  # prim:: ops registered only with the JIT, not the dispatcher
+        known = False
+    _CIA_CACHE[id(func)] = (func, known)
     return known
 
 
@@ -166,17 +168,19 @@ def decompose(func: Any, args: Any, kwargs: Any) -> Any:
 
 @contextlib.contextmanager
 def _as_parent(
-    rec: Recorder | None, func: Any, args: Any, kwargs: Any
+    rec: Recorder | None, func: Any, args: Any, kwargs: Any, *, always: bool = False,
+    record: Callable[..., Signature | None] | None = None,
 ) -> Iterator[list[Any]]:
-    """Record a watched CIA op and make it the parent of the ops recorded inside; the caller
-    puts the op's result in the yielded list (for its output dtypes)."""
+    """Record a watched CIA op (``always``: any composite op) and make it the parent of the
+    ops recorded inside; the caller puts the op's result in the yielded list (for its output
+    dtypes). ``record``: how to record the op itself (default ``rec.record``)."""
     result: list[Any] = []
     name = op_name(func)
     # kernels stay installed for the process: record only the ops this trace watches
-    if rec is None or not rec.enabled or name is None or name not in rec.watched:
+    if rec is None or not rec.enabled or name is None or not (always or name in rec.watched):
         yield result
         return
-    sig = rec.record(func, args, kwargs, composite=True)
+    sig = (record or rec.record)(func, args, kwargs, composite=True)
     rec.parents.append(name)
     try:
         yield result

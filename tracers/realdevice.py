@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from opcheck.core.errors import TraceError
+from opcheck.core.oplist import Signature
 from opcheck.tracers.composite_kernels import (
     _as_parent,
     _overload,
@@ -59,6 +60,12 @@ AUTOCAST_FP32 = (
     "sum", "prod", "cumprod", "cumsum", "softmax", "log_softmax", "cross_entropy_loss", "norm",
 )  # fmt: skip
 _WRAPPER_STORAGE_BYTES = 1 << 46
+# Generic kernels that pick a device-specific implementation and end in *_overrideable on a
+# backend without its own kernel (torch_npu registers these): recorded whole, run on the CPU.
+DEVICE_SPECIFIC = frozenset({"aten::convolution", "aten::_convolution",
+                             "aten::_convolution.deprecated", "aten::convolution_backward",
+                             # a view made without the dispatcher (no alias annotation)
+                             "aten::_unsafe_view"})
 
 
 class Session:
@@ -176,6 +183,9 @@ class Session:
 
 
 _SESSION: list[Session] = []
+# CompositeExplicitAutograd[NonFunctional] ops without a PrivateUse1 kernel in torch (views
+# aside) -> the key of their generic kernel: recorded with the ops that kernel calls
+_EXPLICIT: dict[Any, Any] = {}
 _INSTALLED: list[Any] = []  # torch.library.Library objects kept alive
 _CLASS: list[Any] = []
 
@@ -202,7 +212,7 @@ def tensor_class() -> Any:
             r = torch.Tensor._make_wrapper_subclass(
                 cls, elem.size(), strides=elem.stride(),
                 storage_offset=elem.storage_offset(), dtype=elem.dtype, layout=elem.layout,
-                device=torch.device(DEVICE, 0), requires_grad=elem.requires_grad,
+                device=_DEVICE_0, requires_grad=elem.requires_grad,
                 storage_size=_WRAPPER_STORAGE_BYTES,
             )  # fmt: skip
             r.elem = elem
@@ -226,28 +236,16 @@ def tensor_class() -> Any:
             # weights_only, and torch.load(map_location="cuda"/"npu") moves it back
             return self.elem.__reduce_ex__(protocol)  # type: ignore[no-untyped-call]
 
+    _DEVICE_0 = torch.device(DEVICE, 0)
+    _CPU.append(torch.device("cpu"))
     _CLASS.append(NpuTensor)
     return NpuTensor
 
 
 def wrap(t: Any) -> Any:
     """An ``npu`` tensor holding the CPU tensor ``t`` (autograd lives on the wrapper)."""
-    return tensor_class()(t.detach() if t.requires_grad else t)
-
-
-def _unwrap(x: Any) -> Any:
-    cls = _CLASS[0] if _CLASS else None
-    if cls is not None and type(x) is cls:
-        return x.elem
-    if isinstance(x, (list, tuple)):
-        return type(x)(_unwrap(v) for v in x)
-    if isinstance(x, dict):
-        return {k: _unwrap(v) for k, v in x.items()}
-    if _is_device(x):
-        import torch
-
-        return torch.device("cpu")
-    return x
+    cls = _CLASS[0] if _CLASS else tensor_class()
+    return cls(t.detach() if t.requires_grad else t)
 
 
 def _is_device(x: Any) -> bool:
@@ -255,31 +253,11 @@ def _is_device(x: Any) -> bool:
     return t == DEVICE and type(x).__name__ == "device"
 
 
-def _touches_device(args: Any, kwargs: Any) -> bool:
-    cls = _CLASS[0] if _CLASS else None
-    stack: list[Any] = [args, kwargs]
-    while stack:
-        x = stack.pop()
-        if cls is not None and type(x) is cls:
-            return True
-        if isinstance(x, (list, tuple)):
-            stack.extend(x)
-        elif isinstance(x, dict):
-            stack.extend(x.values())
-    return False
-
-
-def _target_is_device(args: Any, kwargs: Any) -> bool:
-    """Where the outputs live: the ``device`` argument when there is one, else the inputs'."""
-    dev = kwargs.get("device")
-    if dev is not None:
-        return _is_device(dev)
-    return _touches_device(args, kwargs)
-
-
 def _rewrap(out: Any, inputs: dict[int, Any], on_device: bool) -> Any:
     import torch
 
+    if type(out) is torch.Tensor and id(out) not in inputs:  # the common case: a new tensor
+        return wrap(out) if on_device else out
     if isinstance(out, torch.Tensor):
         same = inputs.get(id(out))
         if same is not None:  # in-place / out= ops return their argument itself
@@ -290,43 +268,99 @@ def _rewrap(out: Any, inputs: dict[int, Any], on_device: bool) -> Any:
     return out
 
 
-def _inputs_by_elem(args: Any, kwargs: Any) -> dict[int, Any]:
+def _split(args: Any, kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any], dict[int, Any], bool]:
+    """One pass over a call's arguments: the arguments with CPU tensors in place of ``npu``
+    ones (and the CPU device in place of ``npu``), the tensor arguments by the id of the CPU
+    tensor behind them, and whether any is an ``npu`` tensor."""
+    cls = _CLASS[0]
+    inputs: dict[int, Any] = {}
+    touches = False
+    plain: list[Any] = []
+    for x in args:  # flat arguments inline: this runs on every op call
+        if type(x) is cls:
+            touches = True
+            inputs[id(x.elem)] = x
+            plain.append(x.elem)
+        elif isinstance(x, _SIMPLE):
+            plain.append(x)
+        else:
+            v, t = _plain_of(x, inputs)
+            touches = touches or t
+            plain.append(v)
+    plain_kwargs: dict[str, Any] = {}
+    for k, x in kwargs.items():
+        v, t = _plain_of(x, inputs)
+        touches = touches or t
+        plain_kwargs[k] = v
+    return plain, plain_kwargs, inputs, touches
+
+
+_SIMPLE = (int, float, bool, str, type(None))
+
+
+def _plain_of(x: Any, inputs: dict[int, Any]) -> tuple[Any, bool]:
     import torch
 
     cls = _CLASS[0]
-    found: dict[int, Any] = {}
-    stack: list[Any] = [args, kwargs]
-    while stack:
-        x = stack.pop()
-        if type(x) is cls:
-            found[id(x.elem)] = x
-        elif isinstance(x, torch.Tensor):
-            found[id(x)] = x
-        elif isinstance(x, (list, tuple)):
-            stack.extend(x)
-        elif isinstance(x, dict):
-            stack.extend(x.values())
-    return found
+    if type(x) is cls:
+        inputs[id(x.elem)] = x
+        return x.elem, True
+    if isinstance(x, torch.Tensor):
+        inputs[id(x)] = x
+        return x, False
+    if isinstance(x, (list, tuple)):
+        touched = False
+        out = []
+        for v in x:
+            p, t = _plain_of(v, inputs)
+            touched = touched or t
+            out.append(p)
+        return type(x)(out), touched
+    if type(x) is torch.device and x.type == DEVICE:
+        return _CPU[0], False
+    if isinstance(x, dict):
+        pairs = {k: _plain_of(v, inputs) for k, v in x.items()}
+        return {k: p for k, (p, _) in pairs.items()}, any(t for _, t in pairs.values())
+    return x, False
+
+
+# id(op) -> (op, CompositeImplicitAutograd, _EXPLICIT key, mutable, the C++ callable): per-op
+# facts dispatch needs on every call (by id: OpOverload.__hash__ is Python code; the op kept
+# in the value makes a reused id harmless)
+_FACTS: dict[int, tuple[Any, bool, Any, bool, Any]] = {}
+_MAIN_THREAD = threading.main_thread().ident
+_CPU: list[Any] = []  # torch.device("cpu"), made once
 
 
 def dispatch(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
-    """Run ``func`` on the CPU tensors behind its ``npu`` arguments and record it."""
+    """Run ``func`` on the CPU tensors behind its ``npu`` arguments and record it. Runs on
+    every op call of a run: one pass over the arguments, per-op facts cached."""
     rec = _SESSION[-1].recorder if _SESSION else None
-    on_device = _target_is_device(args, kwargs)
-    if is_composite_implicit(func) and on_device:
+    plain, plain_kwargs, inputs, touches = _split(args, kwargs)
+    dev = kwargs.get("device") if kwargs else None
+    # where the outputs live: the ``device`` argument when there is one, else the inputs'
+    on_device = _is_device(dev) if dev is not None else touches
+    facts = _FACTS.get(id(func))
+    if facts is None or facts[0] is not func:
+        facts = _FACTS[id(func)] = (func, is_composite_implicit(func), _EXPLICIT.get(func),
+                                    bool(func._schema.is_mutable),
+                                    getattr(func, "_op", func))  # fmt: skip
+    _, implicit, explicit_key, mutable, op = facts
+    if on_device and implicit:
         # Inference mode skips the autograd keys, so composite ops arrive here whole; a backend
         # without a kernel for them decomposes them at its own key.
         context = "reshape" if func.name() == "aten::reshape" else ""
         with in_context(rec, context), _as_parent(rec, func, args, kwargs):
             return decompose(func, args, kwargs)
-    inputs = _inputs_by_elem(args, kwargs)
+    if on_device and explicit_key is not None and rec is not None and rec.enabled:
+        return _run_explicit(rec, func, explicit_key, args, kwargs)
     try:
-        raw = func(*_unwrap(args), **_unwrap(kwargs))
+        raw = op(*plain, **plain_kwargs)  # the C++ op itself (OpOverload.__call__ is Python)
     except BaseException:
         if rec is not None and on_device:
             _record(rec, func, args, kwargs)  # the op the script failed in is still listed
         raise
-    if func._schema.is_mutable:
+    if mutable:
         _sync_metadata(inputs)
     out = _rewrap(raw, inputs, on_device)
     if rec is not None and (on_device or (func.name() in _HOST_COPIES
@@ -339,17 +373,36 @@ def dispatch(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
 _HOST_COPIES = frozenset({"aten::_to_copy", "aten::copy_", "aten::_copy_from"})
 
 
-def _record(rec: Recorder, func: Any, args: Any, kwargs: Any, out: Any = None) -> None:
+def _run_explicit(rec: Recorder, func: Any, key: Any, args: Any, kwargs: Any) -> Any:
+    """A CompositeExplicitAutograd op with no kernel of the device's own: recorded, then its
+    generic kernel runs on the ``npu`` tensors, so the ops it calls reach the device and are
+    recorded as its children, as a backend without a kernel for the op receives them (the
+    checker decides per release which level the NPU gets: torch_npu registers kernels for
+    some of these ops)."""
     import torch
 
-    node = torch._C._current_autograd_node()
-    rec.in_node = 1 if node is not None else 0
-    if rec.phase == "" and threading.current_thread() is not threading.main_thread():
+    def record(f: Any, a: Any, k: Any, *, composite: bool = False) -> Signature | None:
+        return _record(rec, f, a, k, composite=composite)
+
+    # below autograd, as the kernel runs at the backend key (the Python key restores the TLS
+    # the op entered the dispatcher with)
+    with _as_parent(rec, func, args, kwargs, always=True, record=record) as result, \
+            torch._C._AutoDispatchBelowADInplaceOrView():
+        result.append(func._op_dk(key, *args, **kwargs))
+        return result[0]
+
+
+def _record(
+    rec: Recorder, func: Any, args: Any, kwargs: Any, out: Any = None, *, composite: bool = False
+) -> Signature | None:
+    import torch
+
+    rec.in_node = 1 if torch._C._current_autograd_node() is not None else 0
+    if rec.phase == "" and threading.get_ident() != _MAIN_THREAD:
         # the autograd engine's device thread outside a patched backward() call
         with _SESSION[-1].phase("backward"):
-            rec.record(func, args, kwargs, out=out)
-        return
-    rec.record(func, args, kwargs, out=out)
+            return rec.record(func, args, kwargs, out=out, composite=composite)
+    return rec.record(func, args, kwargs, out=out, composite=composite)
 
 
 def _sync_metadata(inputs: dict[int, Any]) -> None:
@@ -463,19 +516,29 @@ def _install_explicit_kernels(lib: Any) -> None:
     def has(name: str, key: str) -> bool:
         return bool(torch._C._dispatch_has_kernel_for_dispatch_key(name, key))
 
+    from torch._C import DispatchKey
+
     for full in torch._C._dispatch_get_all_op_names():
         if not full.startswith("aten::") or has(full, "CompositeImplicitAutograd"):
             continue
-        if has(full, "PrivateUse1"):
+        if has(full, "PrivateUse1") or full == "aten::as_strided_":
+            # as_strided_'s generic kernel restrides the wrapper itself (_sync_metadata)
             continue
-        if not (has(full, "CompositeExplicitAutograd")
-                or has(full, "CompositeExplicitAutogradNonFunctional")):  # fmt: skip
+        explicit = has(full, "CompositeExplicitAutograd")
+        if not (explicit or has(full, "CompositeExplicitAutogradNonFunctional")):
             continue
         func = _overload(full)
         if func is None:
             continue
         with contextlib.suppress(RuntimeError):
             lib.impl(full.removeprefix("aten::"), _explicit_kernel(func), "PrivateUse1")
+            # Recorded whole: views (expand, transpose, select...), which end in as_strided or
+            # alias, every backend's; the NonFunctional kernels torchgen makes for structured
+            # ops (add.Tensor -> add.out), whose delegate the resolver follows itself.
+            view = any(r.alias_info is not None and not r.alias_info.is_write
+                       for r in func._schema.returns)  # fmt: skip
+            if explicit and not view and full not in DEVICE_SPECIFIC:
+                _EXPLICIT[func] = DispatchKey.CompositeExplicitAutograd
 
 
 def _explicit_kernel(func: Any) -> Callable[..., Any]:

@@ -6,9 +6,10 @@ paths, source lines and call signatures (``Recorder``), streamed as JSON lines a
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from opcheck.core.oplist import (
     MAX_APIS,
@@ -60,33 +61,57 @@ class Recorder:
         self.context: list[str] = []  # enclosing watched torch functions (SUBCLASS_BRANCHES)
         self.in_node = 0  # >0 while an autograd node's backward formula runs
         self._torch_dirs = _torch_dirs()
+        # per-call work done once (record() runs on every op call of a run)
+        self._own_code: dict[Any, bool] = {}  # code object -> torch's or the tracer's
+        self._locations: dict[tuple[Any, int], str] = {}
+        self._signatures: dict[Any, Signature | None] = {}  # (record, _scan key) -> signature
+        self._sig_index: dict[tuple[str, tuple[str, ...]], dict[str, Signature]] = {}
+        self._api_seen: set[tuple[int, Any, int]] = set()
+        self._sizes: set[tuple[Any, Any]] = set()  # (record, first tensor's size) seen
 
     def user_frame(self) -> Any:
         """Innermost frame outside torch and opcheck's tracer: the user's call site."""
         f = sys._getframe(1)
+        own = self._own_code
         while f is not None:
-            fn = f.f_code.co_filename
-            if (
-                not fn.startswith(self._torch_dirs)
-                and not fn.startswith(_TRACER_DIR)
-                and not fn.startswith("<")
-            ):
+            code = f.f_code
+            mine = own.get(code)
+            if mine is None:
+                fn = code.co_filename
+                mine = own[code] = (fn.startswith(self._torch_dirs) or fn.startswith(_TRACER_DIR)
+                                    or fn.startswith("<"))  # fmt: skip
+            if not mine:
                 return f
             f = f.f_back  # type: ignore[assignment]
         return None
 
     def location(self) -> str:
         f = self.user_frame()
-        return f"{_short_path(f.f_code.co_filename)}:{f.f_lineno}" if f is not None else ""
+        return self._where(f) if f is not None else ""
+
+    def _where(self, frame: Any) -> str:
+        key = (frame.f_code, frame.f_lineno)
+        loc = self._locations.get(key)
+        if loc is None:
+            loc = self._locations[key] = f"{_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+        return loc
 
     def record(
         self, func: Any, args: Any, kwargs: Any, *, composite: bool = False, out: Any = None
     ) -> Signature | None:
         """Count one call; returns its signature (a composite's outputs are filled in by the
-        caller once its decomposition has run)."""
+        caller once its decomposition has run).
+
+        Runs on every op call of a run: what can be is computed once per op and per distinct
+        call (op names, dtype names, signatures, source locations are cached)."""
         if not self.enabled:
             return None
-        name = op_name(func)
+        hit = _NAMES.get(id(func))
+        if hit is not None and hit[0] is func:
+            name = hit[1]
+        else:
+            name = op_name(func)
+            _NAMES[id(func)] = (func, name)
         if name is None:
             return None
         if self.context:
@@ -96,7 +121,7 @@ class Recorder:
             # it accumulates in place when the buffer is not shared, which is the usual case;
             # on subclasses it never does.
             name = "aten::add_.Tensor"
-        via = tuple(self.parents)
+        via = tuple(self.parents) if self.parents else ()
         key = (name, via)
         use = self.ops.get(key)
         new = use is None
@@ -109,45 +134,70 @@ class Recorder:
                 if parent is not None and len(parent.children) < MAX_CHILDREN:
                     parent.children.append(name)
         use.count += 1
-        import torch
-
-        first_shape: list[int] | None = None
-        for a in _iter_tensors(args, kwargs):
-            d = _dtype_name(a.dtype)
-            if d not in use.dtypes and len(use.dtypes) < MAX_SAMPLES:
-                use.dtypes.append(d)
-            if first_shape is None and isinstance(a, torch.Tensor):
-                first_shape = _shape(a)
-        if (
-            first_shape is not None
-            and first_shape not in use.shapes
-            and len(use.shapes) < MAX_SAMPLES
-        ):
-            use.shapes.append(first_shape)
+        tensors, fast = _scan(args, kwargs)
+        cache_key = (key, fast) if fast is not None else None
+        known = self._signatures.get(cache_key, _UNSEEN) if cache_key is not None else _UNSEEN
+        # a call like one seen before (same dtypes and arguments) adds no dtype
+        if known is _UNSEEN and len(use.dtypes) < MAX_SAMPLES:
+            for t in tensors:
+                d = _dtype_name(t.dtype)
+                if d not in use.dtypes and len(use.dtypes) < MAX_SAMPLES:
+                    use.dtypes.append(d)
+        if tensors and len(use.shapes) < MAX_SAMPLES:
+            size = tensors[0].shape
+            try:
+                seen = (key, size) in self._sizes
+            except TypeError:  # symbolic sizes do not hash
+                seen = False
+            if not seen:
+                first_shape = _shape(tensors[0])
+                if first_shape not in use.shapes:
+                    use.shapes.append(first_shape)
+                with contextlib.suppress(TypeError):
+                    self._sizes.add((key, size))
         where = self.module_stack[-1] if self.module_stack else self.phase
-        if where and where not in use.modules and len(use.modules) < MAX_SAMPLES:
+        if where and len(use.modules) < MAX_SAMPLES and where not in use.modules:
             use.modules.append(where)
         frame = None
         if len(use.locations) < MAX_SAMPLES:
             frame = self.user_frame()
             if frame is not None:
-                loc = f"{_short_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+                loc = self._where(frame)
                 if loc not in use.locations:
                     use.locations.append(loc)
-        sig = _signature(func, args, kwargs, out)
-        got = next((x for x in use.signatures if x.key == sig.key), None)
-        if got is None and len(use.signatures) < MAX_SIGNATURES:
-            got = sig
-            use.signatures.append(sig)
+        if known is _UNSEEN:
+            got = self._signature_of(use, key, func, args, kwargs, out, cache_key)
+        else:
+            got = cast("Signature | None", known)
         if got is not None:
             got.count += 1
             if len(got.apis) < MAX_APIS and not self.phase:
                 frame = frame or self.user_frame()
-                api = _api_at(frame) if frame is not None else ""
-                if api and api not in got.apis:
-                    got.apis.append(api)
+                if frame is not None:
+                    at = (id(got), frame.f_code, frame.f_lasti)
+                    if at not in self._api_seen:
+                        self._api_seen.add(at)
+                        api = _api_at(frame)
+                        if api and api not in got.apis:
+                            got.apis.append(api)
         if new and self.stream is not None:
             self.stream.op(use)
+        return got
+
+    def _signature_of(self, use: OpUse, key: tuple[str, tuple[str, ...]], func: Any, args: Any,
+                      kwargs: Any, out: Any, cache_key: Any) -> Signature | None:  # fmt: skip
+        """The stored signature this call counts under (None when the record already keeps
+        MAX_SIGNATURES others), remembered for calls that look the same (``cache_key``)."""
+        sig = _signature(func, args, kwargs, out)
+        sk = sig.key
+        index = self._sig_index.setdefault(key, {})
+        got = index.get(sk)
+        if got is None and len(use.signatures) < MAX_SIGNATURES:
+            got = index[sk] = sig
+            use.signatures.append(sig)
+        if cache_key is not None and len(self._signatures) < MAX_CACHED_CALLS:
+            with contextlib.suppress(TypeError):
+                self._signatures[cache_key] = got
         return got
 
     def sorted_ops(self) -> list[OpUse]:
@@ -199,6 +249,53 @@ def _renamed(context: str, name: str, args: Any) -> str:
         if first is None or first.is_contiguous():
             return name
     return new
+
+
+MAX_CACHED_CALLS = 50_000  # distinct (op, call) keys whose signature is remembered
+_UNSEEN = object()
+# id(op) -> (op, op_name): by id, as OpOverload.__hash__ is Python code
+_NAMES: dict[int, tuple[Any, str | None]] = {}
+_SCALARS = (bool, int, float, str, type(None))
+
+
+@functools.lru_cache(maxsize=4096)
+def _path(filename: str) -> str:
+    return _short_path(filename)
+
+
+def _scan(args: Any, kwargs: Any) -> tuple[list[Any], Any]:
+    """The tensors of a call (nested lists included, in order) and a hashable key of how it
+    was called: the tensors' dtypes and the other arguments' values, so calls with equal keys
+    have equal signatures. The key is None when an argument is not a plain value."""
+    import torch
+
+    tensors: list[Any] = []
+    parts: list[Any] = []
+    ok = True
+    for v in (*args, *kwargs.values()) if kwargs else args:
+        if isinstance(v, torch.Tensor):
+            tensors.append(v)
+            parts.append(v.dtype)
+        elif isinstance(v, (*_SCALARS, torch.dtype, torch.device)):
+            parts.append((type(v), v))  # 1, 1.0 and True are equal keys, not equal arguments
+        elif isinstance(v, (list, tuple)):
+            inner: list[Any] = []
+            for x in v:
+                if isinstance(x, torch.Tensor):
+                    tensors.append(x)
+                    inner.append(x.dtype)
+                elif isinstance(x, _SCALARS):
+                    inner.append((type(x), x))
+                else:
+                    ok = False
+            parts.append(tuple(inner))
+        else:
+            ok = False
+    if not ok:
+        return list(_iter_tensors(args, kwargs)), None
+    if kwargs:
+        parts.append(tuple(kwargs))
+    return tensors, tuple(parts)
 
 
 # The recorder of the running trace, with its fake mode: the kernels registered for the

@@ -1,0 +1,115 @@
+"""The recording cost of one op call on ``opcheck run``'s real-data npu device.
+
+In one process (torch imported once): each small op below is called N times on plain CPU
+tensors and on the recorded device (``realdevice.Session`` with a runtime ``Recorder``, as the
+sandboxed worker runs a script), and the decode loop of ``benchmarks/decode_loop.py`` runs
+both ways. Times are CPU
+time of this process (``time.process_time``), which a busy shared machine disturbs less than
+wall time. Printed per case: plain µs per call, recorded µs per call, the recording cost
+(difference) and the ratio; for the decode loop, the wall time of each, the op calls recorded
+and the cost per recorded call. ``--profile`` prints the top functions of a cProfile run of
+the recorded add loop (where the per-call time goes).
+
+Run: .venv/bin/python benchmarks/bench_record.py [--calls 20000] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import runpy
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from opcheck.tracers import realdevice, redirect, runtime
+
+HERE = Path(__file__).resolve().parent
+
+
+def _cases(on: Callable[[Any], Any]) -> dict[str, Callable[[], Any]]:
+    a, b = on(torch.randn(64, 64)), on(torch.randn(64, 64))
+    v = on(torch.randn(1, 256))
+    idx = on(torch.tensor([[1, 2, 3]]))
+    return {
+        "add (64x64 float32)": lambda: a + b,
+        "mul by a scalar": lambda: a * 0.5,
+        "softmax (1x256)": lambda: torch.softmax(v, dim=-1),
+        "topk (1x256, k=8)": lambda: v.topk(8, dim=-1),
+        "gather (1x3 indices)": lambda: v.gather(-1, idx),
+        "cat (two 1x256)": lambda: torch.cat([v, v], dim=1),
+    }
+
+
+def _per_call(fn: Callable[[], Any], n: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(3):
+        t = time.process_time()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.process_time() - t) / n)
+    return best * 1e6
+
+
+def _decode(recorded: bool) -> tuple[float, int]:
+    """Wall seconds of the decode loop and the op calls recorded (0 when plain)."""
+    sink = io.StringIO()
+    rec = runtime.Recorder()
+    t = time.process_time()
+    with contextlib.redirect_stdout(sink):
+        if recorded:
+            with realdevice.Session(rec).active():
+                runpy.run_path(str(HERE / "decode_loop.py"), run_name="__main__")
+        else:
+            runpy.run_path(str(HERE / "decode_loop.py"), run_name="__main__")
+    seconds = time.process_time() - t
+    return seconds, sum(u.count for u in rec.ops.values() if not u.composite)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--profile", action="store_true")
+    opts = ap.parse_args()
+    # one thread: process time then counts this thread's work, not idle OpenMP workers spinning
+    torch.set_num_threads(1)
+    plain = {k: _per_call(f, opts.calls) for k, f in _cases(lambda t: t).items()}
+    _decode(False)  # warm-up: lazy imports, first-call kernels
+    p_s, _ = _decode(False)
+    realdevice.install()
+    redirect.install(redirect.Findings())  # the decode loop asks for "cuda", as under run
+    session = realdevice.Session(runtime.Recorder())
+    with session.active():
+        cases = _cases(realdevice.wrap)
+        recorded = {k: _per_call(f, opts.calls) for k, f in cases.items()}
+        if opts.profile:
+            import cProfile
+            import pstats
+
+            add = cases["add (64x64 float32)"]
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(opts.calls):
+                add()
+            prof.disable()
+            pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+    _decode(True)  # warm-up: torch imports torch.distributed.tensor on a first subclass copy_
+    r_s, calls = _decode(True)
+    print(f"{'op':24} {'plain us':>9} {'recorded us':>12} {'cost us':>8} {'ratio':>6}")
+    for k in plain:
+        p, r = plain[k], recorded[k]
+        print(f"{k:24} {p:9.1f} {r:12.1f} {r - p:8.1f} {r / p:6.1f}x")
+    costs = [recorded[k] - plain[k] for k in plain]
+    print(f"mean recording cost per op call: {sum(costs) / len(costs):.1f} us")
+    print(f"decode loop (benchmarks/decode_loop.py, in process): plain {p_s:.3f} s, recorded "
+          f"{r_s:.3f} s, ratio {r_s / p_s:.1f}x, {calls} op calls recorded, "
+          f"{(r_s - p_s) / max(calls, 1) * 1e6:.1f} us per recorded call")
+
+
+if __name__ == "__main__":
+    main()
