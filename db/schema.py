@@ -38,6 +38,7 @@ from opcheck.db.data import (
     CatalogData,
     DeprecationRec,
     EngineSiteRec,
+    MessageTemplateRec,
     GraphConverterRec,
     GraphConverterRow,
     GraphPinRec,
@@ -193,6 +194,7 @@ TABLES: tuple[Table, ...] = (
     Table(t.KernelSocCheck, lambda d: d.kernel_soc_checks),
     Table(t.EngineSite, lambda d: d.engine_sites),
     Table(t.OpBinary, lambda d: d.op_binaries),
+    Table(t.MessageTemplate, lambda d: d.message_templates),
 )
 
 
@@ -285,4 +287,6 @@ FILES: tuple[File, ...] = (
     # optional: a snapshot written before the engine facts still reads (engine unknown)
     File("engine_sites.tsv", EngineSiteRec, "engine_sites", optional=True),
     File("op_binaries.tsv", OpBinaryRec, "op_binaries", optional=True),
+    # optional: a snapshot written before the message index still reads (explain unindexed)
+    File("message_templates.tsv", MessageTemplateRec, "message_templates", optional=True),
 )

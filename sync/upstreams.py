@@ -51,6 +51,7 @@ from opcheck.sync.context import Kernels, SyncContext, canonical_url
 from opcheck.sync.contract import AclnnDocs, OpApiSources
 from opcheck.sync.engine import CannBinaries, CannEngine
 from opcheck.sync.kernel_path import KernelPathRules
+from opcheck.sync.messages import MessageSites
 from opcheck.sync.sources import Fetched, Source
 from opcheck.sync.sources import walk_files as _walk
 from opcheck.sync.torchair import TorchairConverters
@@ -618,4 +619,5 @@ UPSTREAMS: tuple[Upstream, ...] = (
     KernelPathRules(),
     CannEngine(),
     CannBinaries(),
+    MessageSites(),
 )
