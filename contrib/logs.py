@@ -423,7 +423,8 @@ class Finding:
     ``acl_call`` (another NPU function error with a code), ``cann_error`` (EZ9999, E40021 ...),
     ``pta_error`` (ERR00100 ...), ``device_exception`` (aicore / vector core exceptions),
     ``missing_symbol``, ``dtype``, ``cpu_fallback``, ``exception`` (a Python exception line),
-    ``compile`` (a TBE compile failure), ``message`` (a line the message index knows)."""
+    ``compile`` (a TBE compile failure), ``no_kernel`` (the installed kernels lack an op type:
+    no binary, or the SoC rejected), ``message`` (a line the message index knows)."""
 
     kind: str
     line: int
@@ -506,10 +507,10 @@ def parse_record(text: str, line: int) -> list[Finding]:
             add("kernel", kernel=kernel, code=km["code"] or "")
     if "does not has any binary" in text:
         for m in NO_BINARY.finditer(text):
-            add("kernel", kernel=m["op"], message="no binary")
+            add("no_kernel", kernel=m["op"], message="no binary")
     if "does not support opType" in text:
         for m in SOC_OPTYPE.finditer(text):
-            add("kernel", kernel=m["op"], message=f"socVersion {m['soc']} rejects it")
+            add("no_kernel", kernel=m["op"], message=f"socVersion {m['soc']} rejects it")
     if "ompile" in text:
         cm = COMPILE_FAILED.search(text)
         if cm:

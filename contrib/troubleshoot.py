@@ -339,6 +339,11 @@ class _SqlFacts:
 
         return messages.same_template(self.cat.engine, template)
 
+    def ops_reaching(self, function: str) -> list[str]:
+        from opcheck.db import messages
+
+        return messages.ops_reaching(self.cat.engine, function)
+
     def op_type(self, op_type: str) -> OpTypeFacts:
         from opcheck.db import cann_engine, messages
 
@@ -348,7 +353,7 @@ class _SqlFacts:
         for la in launches:
             engines.setdefault(la.engine, set()).add(la.aclnn)
         fns = sorted({la.aclnn for la in launches})
-        ops = sorted({op for fn in fns for op in self.aclnn_ops(fn)})
+        ops = sorted({op for fn in fns for op in self.ops_reaching(fn)})
         socs: dict[str, set[str]] = {}
         for b in bins:
             if b.binaries or b.configured:
@@ -380,7 +385,7 @@ class MessageFacts(Protocol):
 
     def op_type(self, op_type: str) -> OpTypeFacts: ...
 
-    def aclnn_ops(self, function: str) -> list[str]: ...
+    def ops_reaching(self, function: str) -> list[str]: ...
 
 
 @dataclass
@@ -431,7 +436,7 @@ MAX_LINES = 20  # line numbers kept per finding (for grouping)
 # signature; an exception line only says where)
 CLAIMING = frozenset({"aclnn_call", "ops_error", "acl_call", "cann_error", "pta_error",
                       "device_exception", "kernel", "dtype", "missing_symbol", "compile",
-                      "message"})
+                      "no_kernel", "message"})
 
 
 @dataclass
@@ -656,7 +661,8 @@ def explain_file(path: Path, signatures: Iterable[Signature] | None = None, *,
 
 # ---------------------------------------------------------------------------- diagnose
 
-ANCHORS = ("aclnn_call", "ops_error", "acl_call", "device_exception", "missing_symbol", "compile")
+ANCHORS = ("aclnn_call", "ops_error", "acl_call", "device_exception", "missing_symbol", "compile",
+           "no_kernel", "message")
 BEFORE, AFTER = 3, 40  # lines around a failure whose CANN lines belong to it
 _EMPTY_MESSAGES = {"", "inner error", "inner error!"}
 
@@ -1147,6 +1153,12 @@ def explain_sites(p: Problem, facts: MessageFacts) -> None:
         for c in _site_changes(site, p):
             if c not in p.changes:
                 p.changes.append(c)
+    fns = dict.fromkeys([*p.functions, *(e for s in p.sites for r in s.rows[:1]
+                                         for e in r.entries[:2])])
+    for fn in fns:  # the ATen ops that reach the function that printed it
+        for op in facts.ops_reaching(fn):
+            if op not in p.ops:
+                p.ops.append(op)
     for kernel in dict.fromkeys(op_type_of(k) for k in p.kernels):
         if kernel and not any(o.op_type == kernel for o in p.op_types):
             p.op_types.append(facts.op_type(kernel))
@@ -1156,7 +1168,7 @@ def explain_sites(p: Problem, facts: MessageFacts) -> None:
             if op and not any(o.op_type == op for o in p.op_types):
                 p.op_types.append(facts.op_type(op))
     for f in p.findings:
-        if f.kind != "kernel" or not f.message:
+        if f.kind != "no_kernel":
             continue
         o = next((o for o in p.op_types if o.op_type == op_type_of(f.kernel)), None)
         where = (f"the catalog's CANN binary lists have {o.op_type} for {', '.join(sorted(o.socs))}"

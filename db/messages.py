@@ -100,3 +100,16 @@ def launches_of(engine: Engine, op_type: str) -> list[LaunchRow]:
              "ORDER BY e.aclnn, e.cann")
     with engine.connect() as conn:
         return [LaunchRow(a, c, e, la, u or "") for a, c, e, la, u in conn.execute(q, {"op": op_type})]
+
+
+def ops_reaching(engine: Engine, function: str) -> list[str]:
+    """The ATen ops whose kernels call the aclnn ``function`` (op-plugin's links in
+    ``op_aclnn``, else the kernel rows' ``aclnn``), sorted."""
+    out: set[str] = set()
+    with engine.connect() as conn:
+        if has_rows(engine, ("op_aclnn",)):
+            out |= {str(r[0]) for r in conn.execute(text(
+                "SELECT DISTINCT op FROM op_aclnn WHERE aclnn = :f"), {"f": function})}
+        out |= {str(r[0]) for r in conn.execute(text(
+            "SELECT DISTINCT op FROM npukernel WHERE aclnn = :f"), {"f": function})}
+    return sorted(out)
