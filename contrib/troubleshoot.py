@@ -1105,7 +1105,8 @@ def _site_changes(site: SiteExplanation, p: Problem) -> list[str]:
     rank = _RANK_LIMIT.search(cond) or _RANK_LIMIT.search(site.text)
     if rank:
         n = rank["n"] or rank["n2"] or rank["n3"]
-        param = rank["param"] or (_PARAM.search(cond)["param"] if _PARAM.search(cond) else "the input")
+        pm0 = _PARAM.search(cond)
+        param = rank["param"] or (pm0["param"] if pm0 else "the input")
         op = rank["op"] or (">" if rank["n2"] else "<")
         limit = f"at most {n}" if op == ">" else (f"at least {n}" if op == "<" else f"exactly {n}")
         out.append(f"reshape {param} to {limit} dimensions before the call (e.g. flatten leading "

@@ -100,7 +100,9 @@ class MessageSites:
                     if not parsed.sites:
                         continue
                     if not sid:
-                        sid = ctx.data.add_source(self.name, root, **sid_args)
+                        sid = ctx.data.add_source(self.name, root, url=sid_args["url"],
+                                                  ref=sid_args["ref"],
+                                                  commit=sid_args.get("commit", ""))
                     rel = path[len(root) + 1:]
                     for s in parsed.sites:
                         self._add(groups, kind, library, rel, s, parsed.aclnn, version, order,

@@ -74,7 +74,7 @@ def index(upstream: Path, bundled_catalog: Path) -> tuple[MessageIndex, IndexFac
             MessageSites._add(groups, kind, library, rel, s, parsed.aclnn, "9.1.0", (9, 1), 0)
     recs: list[MessageTemplateRec] = [MessageSites._finish(g, 1) for g in groups.values()]
     _anchor(recs)
-    base = {"ops-math": f"https://github.com/hicann/ops-math/blob/v9.1.0/",
+    base = {"ops-math": "https://github.com/hicann/ops-math/blob/v9.1.0/",
             "op-plugin": f"https://github.com/Ascend/op-plugin/blob/{PIN.rsplit('/', 1)[1]}/",
             "pytorch": "https://github.com/Ascend/pytorch/blob/v26.1.0-pytorch2.7.1/"}
     rows = [MessageRow(i, r.template, r.kind, r.library, r.macro, r.level, r.function, r.entry,
