@@ -255,7 +255,7 @@ def _print_explained(rep: Any) -> None:
                       + (f"  ({p.rule.doc})" if p.rule.doc else ""))
             con.print(f"  cause: {escape(p.rule.cause)}")
             con.print(f"  fix: {escape(p.rule.fix)}")
-        elif c is not None and c.fix:
+        elif c is not None and c.fix and not p.changes:
             con.print(f"  what to do: {escape(c.fix)}")
         for sig in p.signatures:
             con.print(f"  also: {escape(sig.title)}: {escape(sig.fix)}")

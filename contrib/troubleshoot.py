@@ -1154,6 +1154,9 @@ def explain_sites(p: Problem, facts: MessageFacts) -> None:
         for c in _site_changes(site, p):
             if c not in p.changes:
                 p.changes.append(c)
+    # the check that rejected the call first, torch_npu's wrapper that relayed it last
+    order = {"cann": 0, "codegen": 1, "op_plugin": 2, "torch_npu": 3}
+    p.sites.sort(key=lambda x: min((order.get(r.kind, 4) for r in x.rows), default=4))
     fns = dict.fromkeys([*p.functions, *(e for s in p.sites for r in s.rows[:1]
                                          for e in r.entries[:2])])
     for fn in fns:  # the ATen ops that reach the function that printed it
