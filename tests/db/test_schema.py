@@ -31,6 +31,7 @@ from opcheck.db.data import (
     KernelPathRuleRec,
     KernelSocCheckRec,
     OpAclnnRec,
+    MessageTemplateRec,
     OpBinaryRec,
     WorkaroundRec,
     ZooRec,
@@ -107,6 +108,9 @@ def _full() -> CatalogData:
                                                 "at::native::foreach_tensor_sqrt_slow")]
     full.engine_sites = [EngineSiteRec("aclnnIsin", "9.1.0", "ops-math", "IsIn", "aicore")]
     full.op_binaries = [OpBinaryRec("IsIn", "9.1.0", "ops-math", "ascend910b", 1)]
+    full.message_templates = [MessageTemplateRec("self not implemented for %s", "cann",
+                                                 "ops-math", "OP_CHECK_DTYPE_NOT_SUPPORT",
+                                                 "error", anchor="implemented")]
     return full
 
 
