@@ -331,13 +331,20 @@ def _print_op_type(con: Any, o: Any) -> None:
         con.print(f"  op type {escape(o.op_type)}: not in CANN's open operator libraries the "
                   "catalog has (a closed built-in op: engine and binaries unknown)")
         return
-    eng = "; ".join(f"{e} (launched by {', '.join(f[:4])})" for e, f in sorted(o.engines.items()))
+    # an op type dozens of aclnn functions launch is a shared step (Cast, Contiguous): its
+    # callers say nothing about this failure
+    shared = max((len(f) for f in o.engines.values()), default=0) > 10
+    eng = "; ".join(f"{e} (launched by {len(f)} aclnn functions)" if shared
+                    else f"{e} (launched by {', '.join(f[:4])})" for e, f in sorted(o.engines.items()))
     socs = ", ".join(f"{s} [{', '.join(v)}]" for s, v in sorted(o.socs.items()))
     con.print(f"  op type {escape(o.op_type)}: " + ", ".join(x for x in (
         f"runs on {eng}" if eng else "",
         f"binaries/AI Core configs for {socs}" if socs else "no SoC has a binary in the catalog")
         if x))
-    if o.ops:
+    if o.socs:
+        con.print("    (the open libraries' lists only: on a SoC not listed it may be a closed "
+                  "built-in kernel, unknown here)")
+    if o.ops and not shared:
         con.print(f"    ATen ops reaching it: {', '.join(o.ops[:12])}"
                   + (f" (+{len(o.ops) - 12})" if len(o.ops) > 12 else ""))
     if o.url:

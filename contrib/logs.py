@@ -623,8 +623,10 @@ class MessageIndex:
     def __len__(self) -> int:
         return len(self._templates)
 
-    def match(self, line: str) -> MessageMatch | None:
-        """The most specific template (most literal characters) that ``line`` matches."""
+    def match(self, line: str, context: str = "") -> MessageMatch | None:
+        """The most specific template (most literal characters) that ``line`` matches;
+        ``context``: the whole log line, when ``line`` is the message part of it (its
+        [FUNC:…][FILE:…][LINE:…] hints are read there)."""
         by_word = self._by_word
         cands = [i for w in set(_LOG_WORD.findall(line)) if w in by_word for i in by_word[w]]
         if not cands:
@@ -645,8 +647,9 @@ class MessageIndex:
         if best is None:
             return None
         m = MessageMatch(best[0], best[1])
-        if "[FUNC:" in line or "[FILE:" in line:
-            for h in _HINTS.finditer(line):
+        context = context or line
+        if "[FUNC:" in context or "[FILE:" in context:
+            for h in _HINTS.finditer(context):
                 m.func = h["func"] or m.func
                 m.file = h["file"] or m.file
                 m.line = int(h["line"]) if h["line"] else m.line

@@ -430,6 +430,7 @@ class OpHit:
     signatures: set[str] = field(default_factory=set)
 
 
+_RELAYS = frozenset({"aclnn_call", "acl_call", "ops_error", "pta_error"})
 MAX_FINDINGS = 2000  # distinct findings kept; a log repeating one failure stays one finding
 MAX_LINES = 20  # line numbers kept per finding (for grouping)
 # kinds whose lines the structured parser explains (a fallback warning is explained by its
@@ -538,8 +539,11 @@ class Explainer:
                 result.binary_lines += 1  # still read: a signature may match through junk
             tb.feed(text)
             found = parse_record(text, n)
-            if self.messages is not None:
-                mm = self.messages.match(text)
+            # a line torch_npu relays a failed call on is read by the parser; its own check
+            # is printed on the lines around it
+            said = next((f.message for f in found if f.kind == "cann_error" and f.message), "")
+            if self.messages is not None and (said or not any(f.kind in _RELAYS for f in found)):
+                mm = self.messages.match(said or text, text)
                 if mm is not None:
                     hint = ":".join(x for x in (mm.func, mm.file, str(mm.line or "")) if x)
                     found.append(Finding("message", n, text.strip()[:300], template=mm.template,
@@ -1035,6 +1039,11 @@ _WORDS = (
 )
 
 
+# a guard about the call's arguments (not an internal status): the user can act on it
+_INPUT_WORDS = re.compile(r"'s (?:rank|dtype|shape|storage format)|\bdim\b|size|Size|dtype|format",
+                          re.IGNORECASE)
+
+
 def condition_words(cond: str) -> str:
     """A C++ guarding condition read aloud (accessors named, operators spelled out)."""
     for rx, words in _WORDS:
@@ -1132,7 +1141,8 @@ def _site_changes(site: SiteExplanation, p: Problem) -> list[str]:
     elif "format" in low and not out:
         out.append("pass the input in the format the message names (ND: .contiguous() and no "
                    "npu_format_cast before the call)")
-    if not out and r is not None and site.why:
+    if not out and r is not None and site.why and r.kind in ("cann", "op_plugin") \
+            and _INPUT_WORDS.search(site.why):
         out.append(f"change the call so that this no longer holds: {site.why}")
     return out
 
@@ -1190,7 +1200,7 @@ def explain_sites(p: Problem, facts: MessageFacts) -> None:
     has_message = any(f.kind == "message" for f in p.findings)
     texts = [m for m in p.messages] + [f.message for f in p.findings
                                        if f.kind == "exception" and f.message]
-    if texts and not has_message:
+    if texts and not has_message and p.rule is None:
         p.notes.append(f"message not in the index (parsed: {texts[0][:160]!r}): no line of code "
                        "in CANN's op_api, op-plugin or torch_npu sources the catalog has prints "
                        "it, so nothing here says why")

@@ -37,6 +37,7 @@ __all__ = ["MACRO_TEMPLATES", "MessageFile", "MessageSite", "anchor_words", "par
 _PRINTF = {"OP_LOGE": "error", "OP_LOGW": "warning", "ASCEND_LOGE": "error",
            "ASCEND_LOGW": "warning", "OP_CHECK_ADD_TO_LAUNCHER_LIST_AICORE": "error",
            "OP_CHECK_INFERSHAPE": "error", "OPS_LOG_E": "error", "OP_LOGE_WITHOUT_REPORT": "error"}
+_COND_FIRST = {"OP_CHECK_ADD_TO_LAUNCHER_LIST_AICORE", "OP_CHECK_INFERSHAPE"}
 # streamed: every argument after the condition is a piece of the message (c10's str(...))
 _STREAMED = {"TORCH_CHECK": "error", "TORCH_CHECK_WITH": "error", "TORCH_CHECK_TYPE": "error",
              "TORCH_CHECK_VALUE": "error", "TORCH_CHECK_INDEX": "error",
@@ -378,7 +379,9 @@ def parse_source(text: str, *, origin: Origin, python: bool | None = None) -> Me
             idx = next((i for i, a in enumerate(args) if a.lstrip().startswith('"')), -1)
             if idx < 0:
                 continue
-            if idx > 0:
+            if macro in _COND_FIRST and args:  # (cond, ret, "fmt", ...): prints when cond
+                cond_parts.append(_compact(args[0], MAX_CONDITION))
+            elif idx > 0:
                 code = _compact(args[0], MAX_EXPR)
             pieces = _pieces(args[idx], is_py)
             refs = []
