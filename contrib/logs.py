@@ -121,11 +121,16 @@ def clean_line(raw: bytes | str) -> str:
     return text
 
 
+_BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffd]")
+
+
 def is_binary(raw: bytes, text: str) -> bool:
     """A NUL byte, or more than a tenth control / undecodable characters."""
     if b"\x00" in raw:
         return True
-    bad = sum(1 for ch in text if (ord(ch) < 32 and ch not in "\t\r\n") or ch == "\ufffd")
+    if text.isprintable() and "\ufffd" not in text:  # the common case, tested in C
+        return False
+    bad = len(_BAD_CHARS.findall(text))
     return bad * 10 > len(text)
 
 
@@ -608,16 +613,19 @@ class MessageIndex:
     patterns of those a log actually reached."""
 
     def __init__(self, templates: list[tuple[str, str, int]]) -> None:
-        from opcheck.scrapers.messages import template_pattern
+        from opcheck.scrapers.messages import longest_literal, template_pattern
 
         self._pattern = template_pattern
         self._by_word: dict[str, list[int]] = {}
         self._templates: list[tuple[str, int]] = []
+        self._needles: list[str] = []  # each template's longest literal: a substring test first
         for template, anchor, literal in templates:
             if literal < MIN_LITERAL:
                 continue
             self._by_word.setdefault(anchor, []).append(len(self._templates))
             self._templates.append((template, literal))
+            # a run of spaces in the template matches any whitespace: test its longest word
+            self._needles.append(max(longest_literal(template).split(), key=len, default=""))
         self._compiled: dict[int, re.Pattern[str]] = {}
 
     def __len__(self) -> int:
@@ -632,9 +640,10 @@ class MessageIndex:
         if not cands:
             return None
         best: tuple[str, int] | None = None
+        needles = self._needles
         for i in cands:
             template, literal = self._templates[i]
-            if best is not None and literal <= best[1]:
+            if (best is not None and literal <= best[1]) or needles[i] not in line:
                 continue
             rx = self._compiled.get(i)
             if rx is None:

@@ -113,7 +113,7 @@ _ACLNN_DEF = re.compile(r"\b(aclnn[A-Z]\w*?)GetWorkspaceSize\s*\(")
 _PARENS = re.compile(r"[()]")
 _ARGSEP = re.compile(r"[(\[{)\]},]")
 MAX_EXPR = 60  # characters kept of a non-literal piece's expression
-MAX_CONDITION = 400
+MAX_CONDITION = 240
 
 
 @dataclass(frozen=True)
@@ -463,12 +463,25 @@ def template_pattern(template: str) -> str:
     """The regex a log line is searched with: literals escaped (a run of spaces matches any),
     conversions and expressions bounded wildcards, trailing spaces dropped."""
     out: list[str] = []
-    for lit, text in split_template(template.rstrip()):
+    pieces = split_template(template.rstrip())
+    # a search needs no wildcard at either end (one there costs a scan per position)
+    while pieces and not pieces[0][0]:
+        pieces.pop(0)
+    while pieces and not pieces[-1][0]:
+        pieces.pop()
+    for lit, text in pieces:
         if lit:
             out.append(r"\s+".join(re.escape(w) for w in text.split(" ")).replace(r"\s+\s+", r"\s+"))
         else:
             out.append(_conv_regex(text))
     return "".join(out)
+
+
+def longest_literal(template: str) -> str:
+    """The template's longest literal run, spaces trimmed: every line it printed holds it
+    (a substring test before the regex)."""
+    runs = [t.strip() for lit, t in split_template(template) if lit]
+    return max(runs, key=len, default="")
 
 
 def literal_chars(template: str) -> int:

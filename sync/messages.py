@@ -130,12 +130,14 @@ class MessageSites:
     def _add(groups: dict[tuple[str, ...], _Group], kind: str, library: str, rel: str,
              s: ms.MessageSite, aclnn: tuple[str, ...], version: str, order: tuple[int, ...],
              sid: int) -> None:
-        key = (kind, library, rel, s.function, s.template, s.condition)
+        # by file name, not path: ops-math moved op_host/op_api/ to op_api/ between 8.5.0 and
+        # 9.0.0, and a moved file's sites are the same sites
+        key = (kind, library, rel.rsplit("/", 1)[-1], s.function, s.template, s.condition)
         g = groups.get(key)
         if g is None:
             rec = MessageTemplateRec(
                 _CLEAN.sub(" ", s.template), kind, library, s.macro, s.level,
-                s.function, ",".join(aclnn[:6]), _CLEAN.sub(" ", s.condition),
+                s.function, ",".join(aclnn[:3]), _CLEAN.sub(" ", s.condition),
                 _CLEAN.sub(" ", s.lists), s.code, literal=ms.literal_chars(s.template),
                 path=rel, line=s.line, source_id=sid)
             g = groups[key] = _Group(rec)
@@ -143,6 +145,7 @@ class MessageSites:
             g.versions.append(version)
         if g.key is None or order >= g.key:
             g.key, g.rec.line, g.rec.source_id, g.rec.newest = order, s.line, sid, version
+            g.rec.path = rel
 
     @staticmethod
     def _finish(g: _Group, total: int) -> MessageTemplateRec:
