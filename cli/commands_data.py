@@ -255,7 +255,8 @@ def _print_explained(rep: Any) -> None:
                       + (f"  ({p.rule.doc})" if p.rule.doc else ""))
             con.print(f"  cause: {escape(p.rule.cause)}")
             con.print(f"  fix: {escape(p.rule.fix)}")
-        elif c is not None and c.fix and not p.changes:
+        elif c is not None and c.fix and not p.changes and not any(
+                n.startswith("message not in the index") for n in p.notes):
             con.print(f"  what to do: {escape(c.fix)}")
         for sig in p.signatures:
             con.print(f"  also: {escape(sig.title)}: {escape(sig.fix)}")

@@ -524,7 +524,7 @@ def parse_record(text: str, line: int) -> list[Finding]:
         tm = TBE_DTYPE.search(text)
         if tm:
             add("dtype", dtype=dtype_name(tm["dtype"]))
-    if ("optype" in low or "op type" in low) and not out:
+    if ("optype" in low or "op type" in low) and not any(f.kernel for f in out):
         om = OPTYPE_NAMED.search(text)
         if om:
             add("kernel", kernel=om["op"])
