@@ -592,6 +592,8 @@ def atten_mask_shape(message: str) -> str:
 _LOG_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
 _HINTS = re.compile(r"\[FUNC:(?P<func>\w{1,120})\]|\[FILE:(?P<file>[\w.-]{1,120})\]"
                     r"|\[LINE:(?P<line>\d{1,7})\]")
+_DIGITS = re.compile(r"\d+")
+MAX_SHAPES = 4096  # line shapes remembered (bounded memory)
 MIN_LITERAL = 12  # literal characters a template needs before a match names its line of code
 
 
@@ -627,6 +629,8 @@ class MessageIndex:
             # a run of spaces in the template matches any whitespace: test its longest word
             self._needles.append(max(longest_literal(template).split(), key=len, default=""))
         self._compiled: dict[int, re.Pattern[str]] = {}
+        self._words = frozenset(self._by_word)
+        self._seen: dict[str, tuple[str, int] | None] = {}  # line shape → its best template
 
     def __len__(self) -> int:
         return len(self._templates)
@@ -635,10 +639,16 @@ class MessageIndex:
         """The most specific template (most literal characters) that ``line`` matches;
         ``context``: the whole log line, when ``line`` is the message part of it (its
         [FUNC:…][FILE:…][LINE:…] hints are read there)."""
-        by_word = self._by_word
-        cands = [i for w in set(_LOG_WORD.findall(line)) if w in by_word for i in by_word[w]]
-        if not cands:
+        words = self._words.intersection(_LOG_WORD.findall(line))  # in C: most lines have none
+        if not words:
             return None
+        # a log repeats its lines with other numbers: the same line shape matches the same way
+        shape = _DIGITS.sub("0", line) if len(line) < 2000 else ""
+        if shape and shape in self._seen:
+            got = self._seen[shape]
+            return None if got is None else self._hints(MessageMatch(*got), context or line)
+        by_word = self._by_word
+        cands = [i for w in words for i in by_word[w]]
         best: tuple[str, int] | None = None
         needles = self._needles
         for i in cands:
@@ -653,10 +663,16 @@ class MessageIndex:
                     continue
             if rx.search(line):
                 best = (template, literal)
+        if shape:
+            if len(self._seen) >= MAX_SHAPES:
+                self._seen.clear()
+            self._seen[shape] = best
         if best is None:
             return None
-        m = MessageMatch(best[0], best[1])
-        context = context or line
+        return self._hints(MessageMatch(best[0], best[1]), context or line)
+
+    @staticmethod
+    def _hints(m: MessageMatch, context: str) -> MessageMatch:
         if "[FUNC:" in context or "[FILE:" in context:
             for h in _HINTS.finditer(context):
                 m.func = h["func"] or m.func

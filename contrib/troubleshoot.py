@@ -542,7 +542,11 @@ class Explainer:
             # a line torch_npu relays a failed call on is read by the parser; its own check
             # is printed on the lines around it
             said = next((f.message for f in found if f.kind == "cann_error" and f.message), "")
-            if self.messages is not None and (said or not any(f.kind in _RELAYS for f in found)):
+            # the macros the index holds print errors and warnings: a line that reads as
+            # neither (steps, losses, INFO records: most of a big log) is not searched
+            if self.messages is not None and (said or (
+                    not any(f.kind in _RELAYS for f in found)
+                    and (found or looks_like_error(text) or "warn" in text.lower()))):
                 mm = self.messages.match(said or text, text)
                 if mm is not None:
                     hint = ":".join(x for x in (mm.func, mm.file, str(mm.line or "")) if x)
