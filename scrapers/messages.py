@@ -415,6 +415,11 @@ def parse_source(text: str, *, origin: Origin, python: bool | None = None) -> Me
     return out
 
 
+def unit_key(*_: object) -> None:
+    """Names the sync's cache entry of one library version's parsed files: its code version
+    (this module's) invalidates the entry whenever the parser changes."""
+
+
 def _function_body(f: _File, pos: int) -> str:
     """The text of the outermost block around ``pos`` (its function), for list references."""
     for open_, close, _ in f.blocks:

@@ -30,7 +30,7 @@ from opcheck.db.data import MessageTemplateRec
 from opcheck.scrapers import messages as ms
 from opcheck.sync.context import SyncContext
 from opcheck.sync.contract import HICANN, cann_of_ref, cann_order
-from opcheck.sync.sources import Source
+from opcheck.sync.sources import Fetched, Source
 
 PYTORCH = "github/Ascend/pytorch"
 OP_PLUGIN = "github/Ascend/op-plugin"
@@ -90,26 +90,33 @@ class MessageSites:
         totals: Counter[str] = Counter()  # kind → versions read
         self.coverage: dict[str, Counter[str]] = {}
         for kind, library, version, order, root, paths, sid_args in self._units(ctx):
-            fetched = ctx.prefetch_paths(paths, ms.parse_source)
             try:
-                sid = 0
-                for path in paths:
-                    got = fetched.get(path) or ctx.source.fetch(path)
-                    parsed = ctx.parsed(got, ms.parse_source)
-                    self._count(kind, parsed)
-                    if not parsed.sites:
-                        continue
-                    if not sid:
-                        sid = ctx.data.add_source(self.name, root, url=sid_args["url"],
-                                                  ref=sid_args["ref"],
-                                                  commit=sid_args.get("commit", ""))
-                    rel = path[len(root) + 1:]
-                    for s in parsed.sites:
-                        self._add(groups, kind, library, rel, s, parsed.aclnn, version, order,
-                                  sid)
+                gots = [ctx.source.fetch(p) for p in paths]
+
+                def compute(gots: list[Fetched] = gots, root: str = root) -> list[
+                        tuple[str, ms.MessageFile]]:
+                    ctx.prefetch(gots, ms.parse_source)
+                    return [(g.origin.path[len(root) + 1:], ctx.parsed(g, ms.parse_source))
+                            for g in gots]
+
+                # one cache entry per library version: a warm sync reads it back whole
+                # instead of one parse-cache file per source file
+                parsed_files = [(rel, f) for rel, f in ctx.combined(gots, ms.unit_key, compute)
+                                if f.found]
             except OpcheckError as exc:
                 ctx.failures.append(str(exc))
                 continue
+            sid = 0
+            for rel, parsed in parsed_files:
+                self._count(kind, parsed)
+                if not parsed.sites:
+                    continue
+                if not sid:
+                    sid = ctx.data.add_source(self.name, root, url=sid_args["url"],
+                                              ref=sid_args["ref"],
+                                              commit=sid_args.get("commit", ""))
+                for s in parsed.sites:
+                    self._add(groups, kind, library, rel, s, parsed.aclnn, version, order, sid)
             totals[kind] += 1
         rows = [self._finish(g, totals[g.rec.kind]) for g in groups.values()]
         _anchor(rows)
