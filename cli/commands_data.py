@@ -251,7 +251,12 @@ def explain(
         from opcheck.cli.commands_check import _installed_torch
         from opcheck.cli.common import open_catalog
         from opcheck.contrib.troubleshoot import explain as run_explain
-        from opcheck.contrib.troubleshoot import explain_file, log_records, report_log
+        from opcheck.contrib.troubleshoot import (
+            explain_file,
+            log_records,
+            message_index,
+            report_log,
+        )
         from opcheck.db.catalog import Catalog
 
         progress = None
@@ -261,11 +266,12 @@ def explain(
             def progress(n: int) -> None:
                 typer.echo(f"\rreading {log}: {n >> 20} of {size >> 20} MB", err=True, nl=False)
 
-        result = (run_explain(log_records(sys.stdin.buffer)) if log == "-"
-                  else explain_file(Path(log), progress=progress))
+        cat = Catalog.load(open_catalog(catalog))
+        index = message_index(cat)
+        result = (run_explain(log_records(sys.stdin.buffer), messages=index) if log == "-"
+                  else explain_file(Path(log), progress=progress, messages=index))
         if progress is not None:
             typer.echo("\r\x1b[K", err=True, nl=False)
-        cat = Catalog.load(open_catalog(catalog))
         if torch_npu:  # 2.6 → the newest 2.6 release, said on stderr
             torch_npu = release_arg(cat, torch_npu)
         rep = report_log(result, cat, torch_npu=torch_npu, installed_torch=_installed_torch())
@@ -332,10 +338,19 @@ def _print_explained(rep: Any) -> None:
                       + (f"  ({p.rule.doc})" if p.rule.doc else ""))
             con.print(f"  cause: {escape(p.rule.cause)}")
             con.print(f"  fix: {escape(p.rule.fix)}")
-        elif c is not None and c.fix:
+        elif c is not None and c.fix and not p.changes and not any(
+                n.startswith("message not in the index") for n in p.notes):
             con.print(f"  what to do: {escape(c.fix)}")
         for sig in p.signatures:
             con.print(f"  also: {escape(sig.title)}: {escape(sig.fix)}")
+        for site in p.sites:
+            _print_site(con, site)
+        for o in p.op_types:
+            _print_op_type(con, o)
+        for c2 in p.changes:
+            con.print(f"  [bold]you can change:[/bold] {escape(c2)}")
+        for note in p.notes:
+            con.print(f"  note: {escape(note)}")
         if p.ops:
             con.print(f"  ATen ops the catalog links to {', '.join(p.functions)}: {', '.join(p.ops)}")
         if p.workarounds:
@@ -368,6 +383,56 @@ def _print_explained(rep: Any) -> None:
             via = f"  (via {o.via})" if o.via else ""
             wa = f"  workarounds: {', '.join(o.workarounds)}" if o.workarounds else ""
             con.print(f"  {o.op}: {o.status} {o.kernel}{first}{via}{wa}")
+
+
+def _print_site(con: Any, site: Any) -> None:
+    from rich.markup import escape
+
+    more = site.total - len(site.rows)
+    chosen = f" (chosen by {site.narrowed_by})" if site.narrowed_by else ""
+    for i, r in enumerate(site.rows):
+        head = "printed by" if i == 0 else "or by"
+        entry = f" of {', '.join(r.entries[:3])}" if r.entries else ""
+        func = f"{r.function}(){entry}" if r.function else (entry.removeprefix(" of ") or r.path)
+        con.print(f"  {head} {escape(func)}: {r.library} {escape(r.path)}:{r.line} "
+                  f"[{escape(r.versions)}]{chosen if i == 0 else ''}")
+        if r.url:
+            con.print(f"    {r.url}")
+        if r.condition:
+            con.print(f"    when: {escape(site.why if i == 0 else r.condition)}")
+        if r.lists and i == 0:
+            lists = "; ".join(f"{n}: {v or '(empty)'}" for n, _, v in
+                              (x.partition(":") for x in r.lists.split(";")))
+            con.print(f"    dtype lists it refers to: {escape(lists[:400])}")
+    if more > 0:
+        con.print(f"    ({more} other site(s) in the index print the same text)")
+
+
+def _print_op_type(con: Any, o: Any) -> None:
+    from rich.markup import escape
+
+    if not o.known:
+        con.print(f"  op type {escape(o.op_type)}: not in CANN's open operator libraries the "
+                  "catalog has (a closed built-in op: engine and binaries unknown)")
+        return
+    # an op type dozens of aclnn functions launch is a shared step (Cast, Contiguous): its
+    # callers say nothing about this failure
+    shared = max((len(f) for f in o.engines.values()), default=0) > 10
+    eng = "; ".join(f"{e} (launched by {len(f)} aclnn functions)" if shared
+                    else f"{e} (launched by {', '.join(f[:4])})" for e, f in sorted(o.engines.items()))
+    socs = ", ".join(f"{s} [{', '.join(v)}]" for s, v in sorted(o.socs.items()))
+    con.print(f"  op type {escape(o.op_type)}: " + ", ".join(x for x in (
+        f"runs on {eng}" if eng else "",
+        f"binaries/AI Core configs for {socs}" if socs else "no SoC has a binary in the catalog")
+        if x))
+    if o.socs:
+        con.print("    (the open libraries' lists only: on a SoC not listed it may be a closed "
+                  "built-in kernel, unknown here)")
+    if o.ops and not shared:
+        con.print(f"    ATen ops reaching it: {', '.join(o.ops[:12])}"
+                  + (f" (+{len(o.ops) - 12})" if len(o.ops) > 12 else ""))
+    if o.url:
+        con.print(f"    {o.url}")
 
 
 def register(app: typer.Typer) -> None:

@@ -121,11 +121,16 @@ def clean_line(raw: bytes | str) -> str:
     return text
 
 
+_BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffd]")
+
+
 def is_binary(raw: bytes, text: str) -> bool:
     """A NUL byte, or more than a tenth control / undecodable characters."""
     if b"\x00" in raw:
         return True
-    bad = sum(1 for ch in text if (ord(ch) < 32 and ch not in "\t\r\n") or ch == "\ufffd")
+    if text.isprintable() and "\ufffd" not in text:  # the common case, tested in C
+        return False
+    bad = len(_BAD_CHARS.findall(text))
     return bad * 10 > len(text)
 
 
@@ -386,7 +391,7 @@ DEVICE_EXCEPTION = re.compile(
     r"[\w ]{0,20}?(?:error|exception)|\[(?P<unit2>aicore|vector core|aicpu) exception\]",
     re.IGNORECASE)
 KERNEL_NAME = re.compile(
-    r"(?:kernel_name|kernel name)\s*(?:=|is|:)\s*\[?(?P<kernel>[A-Za-z_][\w.-]{0,160})"
+    r"(?:kernel_name|kernel name|kernelName)\s*(?:=|is|:)\s*\[?(?P<kernel>[A-Za-z_][\w.-]{0,160})"
     r"|Kernel Run failed\. opType: \d+, (?P<kernel2>\w{1,160})"
     r"|launch failed for (?P<kernel3>\w{1,160}), errno:\s*(?P<code>\d{1,10})")
 RETURN_CODE = re.compile(r"(?:failed|error code is|errno|ret(?:urn)?\s*code)\s*[:=]?\s*(?P<code>50\d{4})\b")
@@ -398,6 +403,15 @@ REJECTED_DTYPE = re.compile(
     r"|scalar_type:\s*(?P<dtype2>\w+?)\s*is not sur?pp?orted")
 PRODUCT = re.compile(
     r"\bAscend\s?(?P<soc>910(?:A|B\d?|ProA|ProB|PremiumA|_93\d{0,2})?|310(?:P\d?|B\d?)?|950\w{0,4})\b")
+# the installed kernels lack an op type (for this SoC, dtype or in the package)
+NO_BINARY = re.compile(r"\bOp (?P<op>[A-Z]\w{0,120}) does not has any binary")
+SOC_OPTYPE = re.compile(r"socVersion \[(?P<soc>\w{1,40})\] does not support opType \[(?P<op>\w{1,120})\]")
+OPTYPE_NAMED = re.compile(r"\bop ?type(?:\s*[:=]\s*|\s+)\[?(?P<op>[A-Z][A-Za-z0-9]{1,120})\]?", re.IGNORECASE)
+# TBE (jit) compile failures: E9xxxx "Compile operator failed", E40021 "Failed to compile Op [..]"
+COMPILE_FAILED = re.compile(r"Compile operator failed|Failed to compile Op \[(?P<op>[^\]]{1,200})\]"
+                            r"|Compile op\[(?P<op2>[^\]]{1,200})\] failed")
+TBE_DTYPE = re.compile(r"\b(?P<dtype>bfloat16|float16|float32|float64|int64|int32|int16|int8|uint8|"
+                       r"bool|double|complex64) of tbe\.[\w.]{1,80} is not supported")
 ATTEN_MASK_SHAPE = re.compile(r"the shape is (?P<shape>\[[\d, ]{1,80}\])")
 
 _PID_TS = re.compile(
@@ -413,7 +427,9 @@ class Finding:
     ``kind``: ``aclnn_call`` (call aclnnXxx failed), ``ops_error`` (OPS function error),
     ``acl_call`` (another NPU function error with a code), ``cann_error`` (EZ9999, E40021 ...),
     ``pta_error`` (ERR00100 ...), ``device_exception`` (aicore / vector core exceptions),
-    ``missing_symbol``, ``dtype``, ``cpu_fallback``, ``exception`` (a Python exception line)."""
+    ``missing_symbol``, ``dtype``, ``cpu_fallback``, ``exception`` (a Python exception line),
+    ``compile`` (a TBE compile failure), ``no_kernel`` (the installed kernels lack an op type:
+    no binary, or the SoC rejected), ``message`` (a line the message index knows)."""
 
     kind: str
     line: int
@@ -425,19 +441,23 @@ class Finding:
     dtype: str = ""  # a dtype the line says was rejected
     kernel: str = ""
     where: str = ""  # the user's file:line nearest the failure (from a Python traceback)
+    template: str = ""  # the message template of the index this line matched (kind "message")
+    hint: str = ""  # [FUNC:…][FILE:…][LINE:…] the line itself names
     count: int = 1
     lines: list[int] = field(default_factory=list)  # first lines it occurs on (bounded)
     signatures: list[str] = field(default_factory=list)  # troubleshooting signatures of its line
 
     @property
     def key(self) -> tuple[str, ...]:
-        return (self.kind, self.code, self.function, self.op, self.message, self.dtype, self.kernel)
+        return (self.kind, self.code, self.function, self.op, self.message, self.dtype, self.kernel,
+                self.template)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in {
             "kind": self.kind, "line": self.line, "count": self.count, "code": self.code,
             "function": self.function, "op": self.op, "message": self.message,
             "dtype": self.dtype, "kernel": self.kernel, "where": self.where, "text": self.text,
+            "template": self.template, "hint": self.hint,
         }.items() if v != ""}
 
 
@@ -490,6 +510,24 @@ def parse_record(text: str, line: int) -> list[Finding]:
         if km:
             kernel = km["kernel"] or km["kernel2"] or km["kernel3"] or ""
             add("kernel", kernel=kernel, code=km["code"] or "")
+    if "does not has any binary" in text:
+        for m in NO_BINARY.finditer(text):
+            add("no_kernel", kernel=m["op"], message="no binary")
+    if "does not support opType" in text:
+        for m in SOC_OPTYPE.finditer(text):
+            add("no_kernel", kernel=m["op"], message=f"socVersion {m['soc']} rejects it")
+    if "ompile" in text:
+        cm = COMPILE_FAILED.search(text)
+        if cm:
+            add("compile", op=(cm["op"] or cm["op2"] or "").strip(" ,"))
+    if "of tbe." in text:
+        tm = TBE_DTYPE.search(text)
+        if tm:
+            add("dtype", dtype=dtype_name(tm["dtype"]))
+    if ("optype" in low or "op type" in low) and not any(f.kernel for f in out):
+        om = OPTYPE_NAMED.search(text)
+        if om:
+            add("kernel", kernel=om["op"])
     if "not implemented for" in text or "scalar_type" in text:
         dm2 = REJECTED_DTYPE.search(text)
         if dm2:
@@ -547,3 +585,97 @@ def products_in(text: str) -> list[str]:
 def atten_mask_shape(message: str) -> str:
     m = ATTEN_MASK_SHAPE.search(message)
     return m["shape"] if m else ""
+
+
+# ---------------------------------------------------------------------------- message index
+
+_LOG_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
+_HINTS = re.compile(r"\[FUNC:(?P<func>\w{1,120})\]|\[FILE:(?P<file>[\w.-]{1,120})\]"
+                    r"|\[LINE:(?P<line>\d{1,7})\]")
+_DIGITS = re.compile(r"\d+")
+MAX_SHAPES = 4096  # line shapes remembered (bounded memory)
+MIN_LITERAL = 12  # literal characters a template needs before a match names its line of code
+
+
+@dataclass
+class MessageMatch:
+    """A log line matched to a template of the message index."""
+
+    template: str
+    literal: int
+    func: str = ""  # [FUNC:…] / [FILE:…] / [LINE:…] the log line itself carries (CANN plog)
+    file: str = ""
+    line: int = 0
+
+
+class MessageIndex:
+    """The templates of the message index (``message_template``), keyed on each one's anchor
+    word (its rarest literal word): a line is searched only with the templates whose anchor
+    it contains, each compiled on first use. Memory: the templates' text and the compiled
+    patterns of those a log actually reached."""
+
+    def __init__(self, templates: list[tuple[str, str, int]]) -> None:
+        from opcheck.scrapers.messages import longest_literal, template_pattern
+
+        self._pattern = template_pattern
+        self._by_word: dict[str, list[int]] = {}
+        self._templates: list[tuple[str, int]] = []
+        self._needles: list[str] = []  # each template's longest literal: a substring test first
+        for template, anchor, literal in templates:
+            if literal < MIN_LITERAL:
+                continue
+            self._by_word.setdefault(anchor, []).append(len(self._templates))
+            self._templates.append((template, literal))
+            # a run of spaces in the template matches any whitespace: test its longest word
+            self._needles.append(max(longest_literal(template).split(), key=len, default=""))
+        self._compiled: dict[int, re.Pattern[str]] = {}
+        self._words = frozenset(self._by_word)
+        self._seen: dict[str, tuple[str, int] | None] = {}  # line shape → its best template
+
+    def __len__(self) -> int:
+        return len(self._templates)
+
+    def match(self, line: str, context: str = "") -> MessageMatch | None:
+        """The most specific template (most literal characters) that ``line`` matches;
+        ``context``: the whole log line, when ``line`` is the message part of it (its
+        [FUNC:…][FILE:…][LINE:…] hints are read there)."""
+        words = self._words.intersection(_LOG_WORD.findall(line))  # in C: most lines have none
+        if not words:
+            return None
+        # a log repeats its lines with other numbers: the same line shape matches the same way
+        shape = _DIGITS.sub("0", line) if len(line) < 2000 else ""
+        if shape and shape in self._seen:
+            got = self._seen[shape]
+            return None if got is None else self._hints(MessageMatch(*got), context or line)
+        by_word = self._by_word
+        cands = [i for w in words for i in by_word[w]]
+        best: tuple[str, int] | None = None
+        needles = self._needles
+        for i in cands:
+            template, literal = self._templates[i]
+            if (best is not None and literal <= best[1]) or needles[i] not in line:
+                continue
+            rx = self._compiled.get(i)
+            if rx is None:
+                try:
+                    rx = self._compiled[i] = re.compile(self._pattern(template))
+                except re.error:  # pragma: no cover - the scraper escapes every literal
+                    continue
+            if rx.search(line):
+                best = (template, literal)
+        if shape:
+            if len(self._seen) >= MAX_SHAPES:
+                self._seen.clear()
+            self._seen[shape] = best
+        if best is None:
+            return None
+        return self._hints(MessageMatch(best[0], best[1]), context or line)
+
+    @staticmethod
+    def _hints(m: MessageMatch, context: str) -> MessageMatch:
+        if "[FUNC:" in context or "[FILE:" in context:
+            for h in _HINTS.finditer(context):
+                m.func = h["func"] or m.func
+                m.file = h["file"] or m.file
+                m.line = int(h["line"]) if h["line"] else m.line
+        return m

@@ -39,6 +39,7 @@ from opcheck.contrib.logs import (
     FALLBACK,
     FALLBACK_NEEDLE,
     Finding,
+    MessageIndex,
     Readable,
     TracebackTracker,
     clean_line,
@@ -57,6 +58,7 @@ from opcheck.core.opname import canonical
 if TYPE_CHECKING:
     from opcheck.checker.contract import DtypeSupport
     from opcheck.db.catalog import Catalog
+    from opcheck.db.messages import MessageRow
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -332,8 +334,78 @@ class _SqlFacts:
         return list(out.values())
 
 
-def catalog_facts(cat: Catalog) -> CatalogFacts:
+    def message_sites(self, template: str) -> list[MessageRow]:
+        from opcheck.db import messages
+
+        return messages.same_template(self.cat.engine, template)
+
+    def ops_reaching(self, function: str) -> list[str]:
+        from opcheck.db import messages
+
+        return messages.ops_reaching(self.cat.engine, function)
+
+    def op_type(self, op_type: str) -> OpTypeFacts:
+        from opcheck.db import cann_engine, messages
+
+        launches = messages.launches_of(self.cat.engine, op_type)
+        bins = cann_engine.binary_rows(self.cat.engine, [op_type]).get(op_type, [])
+        engines: dict[str, set[str]] = {}
+        for la in launches:
+            engines.setdefault(la.engine, set()).add(la.aclnn)
+        fns = sorted({la.aclnn for la in launches})
+        ops = sorted({op for fn in fns for op in self.ops_reaching(fn)})
+        socs: dict[str, set[str]] = {}
+        for b in bins:
+            if b.binaries or b.configured:
+                socs.setdefault(b.soc, set()).add(b.cann)
+        url = next((f"{b.base_url}{b.path}" for b in bins if b.base_url and b.path), "")
+        return OpTypeFacts(op_type, {e: sorted(f) for e, f in engines.items()},
+                           {s: sorted(v) for s, v in socs.items()}, ops,
+                           sorted({b.cann for b in bins}), url)
+
+
+def catalog_facts(cat: Catalog) -> _SqlFacts:
     return _SqlFacts(cat)
+
+
+def message_index(cat: Catalog) -> MessageIndex | None:
+    """The catalog's message index for :func:`explain` (None when the catalog has none)."""
+    from opcheck.db import messages
+
+    if not messages.has_messages(cat.engine):
+        return None
+    return MessageIndex(messages.templates(cat.engine))
+
+
+class MessageFacts(Protocol):
+    """What the message index and the engine facts say (the catalog's ``message_template``,
+    ``engine_site`` and ``op_binary``)."""
+
+    def message_sites(self, template: str) -> list[MessageRow]: ...
+
+    def op_type(self, op_type: str) -> OpTypeFacts: ...
+
+    def ops_reaching(self, function: str) -> list[str]: ...
+
+
+@dataclass
+class OpTypeFacts:
+    """A CANN op type a log names (a kernel, a missing binary, a rejected opType)."""
+
+    op_type: str
+    engines: dict[str, list[str]]  # engine → aclnn functions launching it there
+    socs: dict[str, list[str]]  # SoC → CANN versions with a binary or an AI Core config
+    ops: list[str]  # ATen ops reaching it (through those aclnn functions)
+    canns: list[str]  # CANN versions whose open libraries list binaries for it
+    url: str = ""
+
+    @property
+    def known(self) -> bool:
+        return bool(self.engines or self.socs or self.canns)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"op_type": self.op_type, "engines": self.engines, "socs": self.socs,
+                "ops": self.ops, "canns": self.canns, "url": self.url}
 
 
 # ---------------------------------------------------------------------------- explain
@@ -358,12 +430,14 @@ class OpHit:
     signatures: set[str] = field(default_factory=set)
 
 
+_RELAYS = frozenset({"aclnn_call", "acl_call", "ops_error", "pta_error"})
 MAX_FINDINGS = 2000  # distinct findings kept; a log repeating one failure stays one finding
 MAX_LINES = 20  # line numbers kept per finding (for grouping)
 # kinds whose lines the structured parser explains (a fallback warning is explained by its
 # signature; an exception line only says where)
 CLAIMING = frozenset({"aclnn_call", "ops_error", "acl_call", "cann_error", "pta_error",
-                      "device_exception", "kernel", "dtype", "missing_symbol"})
+                      "device_exception", "kernel", "dtype", "missing_symbol", "compile",
+                      "no_kernel", "message"})
 
 
 @dataclass
@@ -437,8 +511,10 @@ class Explainer:
     patterns still match lines that pattern does not know.
     """
 
-    def __init__(self, signatures: Iterable[Signature]) -> None:
+    def __init__(self, signatures: Iterable[Signature],
+                 messages: MessageIndex | None = None) -> None:
         self.signatures = list(signatures)
+        self.messages = messages if messages is not None and len(messages) else None
         self._compiled = [
             (s, [(re.compile(p), _needle(p)) for p in s.patterns]) for s in self.signatures
         ]
@@ -463,6 +539,19 @@ class Explainer:
                 result.binary_lines += 1  # still read: a signature may match through junk
             tb.feed(text)
             found = parse_record(text, n)
+            # a line torch_npu relays a failed call on is read by the parser; its own check
+            # is printed on the lines around it
+            said = next((f.message for f in found if f.kind == "cann_error" and f.message), "")
+            # the macros the index holds print errors and warnings: a line that reads as
+            # neither (steps, losses, INFO records: most of a big log) is not searched
+            if self.messages is not None and (said or (
+                    not any(f.kind in _RELAYS for f in found)
+                    and (found or looks_like_error(text) or "warn" in text.lower()))):
+                mm = self.messages.match(said or text, text)
+                if mm is not None:
+                    hint = ":".join(x for x in (mm.func, mm.file, str(mm.line or "")) if x)
+                    found.append(Finding("message", n, text.strip()[:300], template=mm.template,
+                                         hint=hint))
             claimed = False
             for f in found:
                 claimed |= f.kind in CLAIMING
@@ -534,9 +623,12 @@ class Explainer:
 
 
 def explain(lines: Iterable[bytes | str | tuple[int, bytes]],
-            signatures: Iterable[Signature] | None = None) -> ExplainResult:
-    """Match a log (any iterable of lines) against the signatures (default: shipped data)."""
-    return Explainer(signatures if signatures is not None else load_dir()).explain(lines)
+            signatures: Iterable[Signature] | None = None,
+            messages: MessageIndex | None = None) -> ExplainResult:
+    """Match a log (any iterable of lines) against the signatures (default: shipped data) and,
+    when given, the message index (each line's line of code)."""
+    return Explainer(signatures if signatures is not None else load_dir(),
+                     messages).explain(lines)
 
 
 class _Counting:
@@ -563,20 +655,22 @@ def log_records(stream: Readable) -> Iterator[tuple[int, bytes]]:
 
 def explain_file(path: Path, signatures: Iterable[Signature] | None = None, *,
                  progress: Callable[[int], None] | None = None,
-                 progress_step: int = 8 << 20) -> ExplainResult:
+                 progress_step: int = 8 << 20,
+                 messages: MessageIndex | None = None) -> ExplainResult:
     """Explain a log file (UTF-8, UTF-8 with BOM or UTF-16); ``progress`` gets the bytes read
     so far every ``progress_step`` bytes."""
     try:
         with path.open("rb") as f:
             stream: Readable = _Counting(f, progress, progress_step) if progress else f
-            return explain(log_records(stream), signatures)
+            return explain(log_records(stream), signatures, messages)
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
 
 
 # ---------------------------------------------------------------------------- diagnose
 
-ANCHORS = ("aclnn_call", "ops_error", "acl_call", "device_exception", "missing_symbol")
+ANCHORS = ("aclnn_call", "ops_error", "acl_call", "device_exception", "missing_symbol", "compile",
+           "no_kernel", "message")
 BEFORE, AFTER = 3, 40  # lines around a failure whose CANN lines belong to it
 _EMPTY_MESSAGES = {"", "inner error", "inner error!"}
 
@@ -616,6 +710,11 @@ class Problem:
     other_codes: list[CodeInfo] = field(default_factory=list)  # the other codes of its lines
     # per aclnn function and rejected dtype: the products its documented contract takes it on
     contract: list[DtypeSupport] = field(default_factory=list)
+    # the lines of code that printed its messages (message index), the op types it names
+    sites: list[SiteExplanation] = field(default_factory=list)
+    op_types: list[OpTypeFacts] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)  # what the user can change, from the above
+    notes: list[str] = field(default_factory=list)  # unindexed messages, docs that disagree
 
     @property
     def findings(self) -> list[Finding]:
@@ -663,6 +762,9 @@ class Problem:
             "workarounds": self.workarounds,
             "signatures": [s.id for s in self.signatures],
             "contract": [c.as_dict() for c in self.contract],
+            "sites": [x.as_dict() for x in self.sites],
+            "op_types": [o.as_dict() for o in self.op_types],
+            "changes": self.changes, "notes": self.notes,
         }
 
 
@@ -786,7 +888,8 @@ def _apply(rule: Rule, p: Problem, products: dict[str, int]) -> str | None:
 
 def diagnose(result: ExplainResult, *, facts: CatalogFacts | None = None,
              codes: CodeBook | None = None, rules: Iterable[Rule] | None = None,
-             workaround_ops: dict[str, set[str]] | None = None) -> list[Problem]:
+             workaround_ops: dict[str, set[str]] | None = None,
+             messages: MessageFacts | None = None) -> list[Problem]:
     """Group the findings of ``result`` into failures and explain each one.
 
     Ops named come only from the log (fallback and dtype lines) or from the catalog's link of
@@ -813,6 +916,8 @@ def diagnose(result: ExplainResult, *, facts: CatalogFacts | None = None,
             p.workarounds = [w for w in rule.workarounds if rule.when.functions
                              or (workaround_ops is not None and workaround_ops.get(w, set()) & ops)]
             break
+        if messages is not None:
+            explain_sites(p, messages)
         ids = dict.fromkeys(s for f in p.findings for s in f.signatures)
         p.signatures = [sigs[i] for i in ids if i in sigs and not sigs[i].generic]
     return problems
@@ -881,7 +986,11 @@ def report_log(result: ExplainResult, cat: Catalog, *, torch_npu: str | None = N
 
     target = select_target(cat, torch_npu=torch_npu, installed_torch=installed_torch)
     workaround_ops = {w.id: set(w.ops) for w in wa.load_dir()}
-    problems = diagnose(result, facts=catalog_facts(cat), workaround_ops=workaround_ops)
+    facts = catalog_facts(cat)
+    from opcheck.db.messages import has_messages
+
+    problems = diagnose(result, facts=facts, workaround_ops=workaround_ops,
+                        messages=facts if has_messages(cat.engine) else None)
     uses = [OpUse(o.op, o.count, locations=[f"line {o.first_line}"]) for o in result.ops.values()]
     via: dict[str, str] = {}
     for p in problems:
@@ -892,6 +1001,15 @@ def report_log(result: ExplainResult, cat: Catalog, *, torch_npu: str | None = N
     for p in problems:  # the documented contract says where the rejected dtype is taken
         p.contract = [s for fn in p.functions for d in p.dtypes
                       for s in [dtype_support(cat, fn, d, target.cann)] if s is not None]
+        for cs in p.contract:  # the installed CANN's own check outranks any documentation
+            if cs.accepts:
+                installed = f"CANN {target.cann}" if target.cann else "the installed CANN"
+                p.notes.append(
+                    f"this log shows the installed CANN rejecting {cs.dtype} in {cs.function}; "
+                    f"the catalog's docs ({cs.basis}) list {cs.dtype} for it on "
+                    f"{', '.join(cs.accepts)}: the log line wins, those docs describe another "
+                    f"CANN version or product (the report's target is {installed}, a guess "
+                    "when the log names no version); a CANN whose docs list it may accept it")
     report = check(cat, OpList(model="log", method="log", ir="log", ops=uses), target,
                    workarounds=wa.workaround_lookup(cat))
     ops = [OpStatus(f.op, str(f.status), f.kernel, f.first_npu_release,
@@ -902,3 +1020,191 @@ def report_log(result: ExplainResult, cat: Catalog, *, torch_npu: str | None = N
              for h in result.hits.values() if h.standalone]
     return LogReport(result, problems, shown, ops, report.target, target.torch_npu,
                      target.cann or "")
+
+
+# ---------------------------------------------------------------------------- message sites
+
+MAX_SITES = 3  # sites shown per template (the others are counted)
+_SUPPORT_LIST = re.compile(r"support list\s*\[(?P<list>[^\]]{0,600})\]")
+_RANK_LIMIT = re.compile(r"rank of (?P<param>\w+) (?P<op>[<>]|!=) \S+ \((?P<n>\d+)\)"
+                         r"|larger than (?P<n2>\d+) dimensions|at least (?P<n3>\d+) dimensions")
+_PARAM = re.compile(r"(?:dtype|rank|shape) of (?P<param>\w+)")
+_WORDS = (
+    (re.compile(r"->GetViewShape\(\)\.GetDimNum\(\)|\.GetDimNum\(\)|\.dim\(\)"), "'s rank"),
+    (re.compile(r"->GetDataType\(\)|\.scalar_type\(\)|\.dtype\(\)"), "'s dtype"),
+    (re.compile(r"->GetStorageFormat\(\)"), "'s storage format"),
+    (re.compile(r"->GetViewShape\(\)|\.sizes\(\)"), "'s shape"),
+    (re.compile(r"(?:GetCurrentPlatformInfo\(\)\.)?GetSocVersion\(\)"), "the SoC"),
+    (re.compile(r"(?:op::)?SocVersion::"), ""),
+    (re.compile(r"(?:op::)?(?:DataType|Format)::"), ""),
+    (re.compile(r"\s*&&\s*"), " and "),
+    (re.compile(r"\s*\|\|\s*"), " or "),
+    (re.compile(r"!(?!=)"), "not "),
+)
+
+
+# a guard about the call's arguments (not an internal status): the user can act on it
+_INPUT_WORDS = re.compile(r"'s (?:rank|dtype|shape|storage format)|\bdim\b|size|Size|dtype|format",
+                          re.IGNORECASE)
+
+
+def condition_words(cond: str) -> str:
+    """A C++ guarding condition read aloud (accessors named, operators spelled out)."""
+    for rx, words in _WORDS:
+        cond = rx.sub(words, cond)
+    return re.sub(r"\s{2,}", " ", cond).strip()
+
+
+def op_type_of(kernel: str) -> str:
+    """``IndexPutV2_7a1b…`` / ``Maximum_ee98…_high_performance_2230`` → the op type."""
+    m = re.match(r"[A-Z][A-Za-z0-9]*", kernel)
+    return m.group(0) if m else ""
+
+
+@dataclass
+class SiteExplanation:
+    """The lines of code that print one message of a failure."""
+
+    template: str
+    text: str  # the log line
+    rows: list[MessageRow]  # the sites shown (narrowed by the failure's function, if it names one)
+    total: int  # sites printing this text in the index
+    narrowed_by: str = ""  # what chose ``rows`` among ``total``
+    why: str = ""  # the guarding condition of the first row, in words
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"template": self.template, "total": self.total, "narrowed_by": self.narrowed_by,
+                "why": self.why,
+                "sites": [{"kind": r.kind, "library": r.library, "path": r.path, "line": r.line,
+                           "function": r.function, "entry": r.entries, "condition": r.condition,
+                           "lists": r.lists, "versions": r.versions, "url": r.url}
+                          for r in self.rows]}
+
+
+def _narrow(rows: list[MessageRow], p: Problem, hint: str) -> tuple[list[MessageRow], str]:
+    """The rows the failure's own context points at: the [FILE:…] the line names, else the
+    aclnn function of the failure; else all of them."""
+    file = next((h for h in hint.split(":") if "." in h), "")
+    if file:
+        got = [r for r in rows if r.path.endswith("/" + file) or r.path == file]
+        if got:
+            return got, f"the file the log line names ({file})"
+    fns = set(p.functions)
+    if fns:
+        got = [r for r in rows if fns & set(r.entries)]
+        if got:
+            return got, f"the failing function ({', '.join(sorted(fns))})"
+    return rows, ""
+
+
+def _shown(rows: list[MessageRow]) -> list[MessageRow]:
+    """One row per (library, path, function), newest version first, at most MAX_SITES."""
+    seen: set[tuple[str, str, str]] = set()
+    out: list[MessageRow] = []
+    for r in sorted(rows, key=lambda r: (r.kind != "cann", r.library, r.path, r.line)):
+        key = (r.library, r.path, r.function)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out[:MAX_SITES]
+
+
+def _site_changes(site: SiteExplanation, p: Problem) -> list[str]:
+    """What the user can change, as far as the message and its guard say."""
+    out: list[str] = []
+    r = site.rows[0] if site.rows else None
+    cond = r.condition if r else ""
+    low = site.template.lower()
+    rank = _RANK_LIMIT.search(cond) or _RANK_LIMIT.search(site.text)
+    if rank:
+        n = rank["n"] or rank["n2"] or rank["n3"]
+        pm0 = _PARAM.search(cond)
+        param = rank["param"] or (pm0["param"] if pm0 else "the input")
+        op = rank["op"] or (">" if rank["n2"] else "<")
+        limit = f"at most {n}" if op == ">" else (f"at least {n}" if op == "<" else f"exactly {n}")
+        out.append(f"reshape {param} to {limit} dimensions before the call (e.g. flatten leading "
+                   "dimensions and restore them after)")
+    listed = _SUPPORT_LIST.search(site.text)
+    if listed is not None:
+        names = [x.strip() for x in listed["list"].split(",") if x.strip()]
+        pm = _PARAM.search(cond)
+        param = pm["param"] if pm else "the input"
+        if not names:
+            socs = [n.split(":")[0] for n in (r.lists.split(";") if r else [])
+                    if n.split(":", 1)[-1].strip()]
+            out.append(f"none: the support list this SoC selected is empty, so {r.entries[0] if r and r.entries else 'the function'} "
+                       "accepts no dtype here and no cast helps; run the op on another device "
+                       "(CPU) or a SoC whose list is not empty"
+                       + (f" (the file's non-empty lists: {', '.join(socs[:6])})" if socs else ""))
+        else:
+            out.append(f"cast {param} to one of {', '.join(names)} (the list the installed "
+                       "CANN printed) around the call")
+    if "internal format" in low:
+        out.append("keep this op's inputs in ND format: torch.npu.config.allow_internal_format "
+                   "= False, and no torch_npu.npu_format_cast to a private format before it")
+    elif "format" in low and not out:
+        out.append("pass the input in the format the message names (ND: .contiguous() and no "
+                   "npu_format_cast before the call)")
+    if not out and r is not None and site.why and r.kind in ("cann", "op_plugin") \
+            and _INPUT_WORDS.search(site.why):
+        out.append(f"change the call so that this no longer holds: {site.why}")
+    return out
+
+
+def explain_sites(p: Problem, facts: MessageFacts) -> None:
+    """Fill ``p.sites``, ``p.op_types``, ``p.changes`` and ``p.notes`` from the message index
+    and the engine facts."""
+    for f in p.findings:
+        if f.kind != "message" or any(s.template == f.template for s in p.sites):
+            continue
+        rows = facts.message_sites(f.template)
+        if not rows:
+            continue
+        chosen, why_chosen = _narrow(rows, p, f.hint)
+        shown = _shown(chosen)
+        site = SiteExplanation(f.template, f.text, shown, len(rows), why_chosen,
+                               condition_words(shown[0].condition) if shown else "")
+        p.sites.append(site)
+        for c in _site_changes(site, p):
+            if c not in p.changes:
+                p.changes.append(c)
+    # the check that rejected the call first, torch_npu's wrapper that relayed it last
+    order = {"cann": 0, "codegen": 1, "op_plugin": 2, "torch_npu": 3}
+    p.sites.sort(key=lambda x: min((order.get(r.kind, 4) for r in x.rows), default=4))
+    fns = dict.fromkeys([*p.functions, *(e for s in p.sites for r in s.rows[:1]
+                                         for e in r.entries[:2])])
+    for fn in fns:  # the ATen ops that reach the function that printed it
+        for op in facts.ops_reaching(fn):
+            if op not in p.ops:
+                p.ops.append(op)
+    for kernel in dict.fromkeys(op_type_of(k) for k in p.kernels):
+        if kernel and not any(o.op_type == kernel for o in p.op_types):
+            p.op_types.append(facts.op_type(kernel))
+    for f in p.findings:
+        if f.kind == "compile" and f.op:
+            op = op_type_of(f.op.removeprefix("trans_"))
+            if op and not any(o.op_type == op for o in p.op_types):
+                p.op_types.append(facts.op_type(op))
+    for f in p.findings:
+        if f.kind != "no_kernel":
+            continue
+        o = next((o for o in p.op_types if o.op_type == op_type_of(f.kernel)), None)
+        where = (f"the catalog's CANN binary lists have {o.op_type} for {', '.join(sorted(o.socs))}"
+                 if o is not None and o.socs else "")
+        if f.message == "no binary":
+            c = ("install (or repair) the CANN kernels package (opp_kernel) matching this SoC: "
+                 f"the installed one has no binary for {f.kernel}" + (f"; {where}" if where else ""))
+        else:
+            soc = f.message.split()[1] if len(f.message.split()) > 1 else "this SoC"
+            c = (f"{f.kernel} has no kernel for {soc} in the installed CANN: avoid the ATen ops "
+                 "that reach it on this SoC, or run them on the CPU"
+                 + (f"; {where}" if where else ""))
+        if c not in p.changes:
+            p.changes.append(c)
+    has_message = any(f.kind == "message" for f in p.findings)
+    texts = [m for m in p.messages] + [f.message for f in p.findings
+                                       if f.kind == "exception" and f.message]
+    if texts and not has_message and p.rule is None:
+        p.notes.append(f"message not in the index (parsed: {texts[0][:160]!r}): no line of code "
+                       "in CANN's op_api, op-plugin or torch_npu sources the catalog has prints "
+                       "it, so nothing here says why")

@@ -361,6 +361,8 @@ class CatalogData:
     capture_rules: list[CaptureRuleRec] = field(default_factory=list)
     # torch.compile's default backend on the NPU: torch_npu's inductor lists per tag
     inductor_rules: list[InductorRuleRec] = field(default_factory=list)
+    # The lines of code that print log messages (issue 28), for explain.
+    message_templates: list[MessageTemplateRec] = field(default_factory=list)
 
     def add_source(self, scraper: str, path: str, *, url: str = "", ref: str = "",
                    commit: str = "", sha256: str = "", rows: int = 0) -> int:
@@ -503,4 +505,33 @@ class OpBinaryRec:
     dtypes: str = ""
     configured: bool = False
     path: str = ""  # the binary list, else the OpDef file (library-relative)
+    source_id: int | None = None
+
+
+@dataclass
+class MessageTemplateRec:
+    """A message site (:mod:`opcheck.scrapers.messages`) of CANN's op_api sources
+    (``kind`` ``cann``), op-plugin's kernels and utils (``op_plugin``) and codegen
+    (``codegen``), or torch_npu's csrc (``torch_npu``): the template, what guards it, the
+    dtype lists it refers to; one row per distinct template, path and function across versions
+    (``versions``: the versions it appears in, ``newest``: the one ``path``/``line`` and the
+    source are read at). ``anchor``: the literal word an index keys it on (its rarest);
+    ``literal``: how many literal characters it has (a match's specificity)."""
+
+    template: str
+    kind: str
+    library: str
+    macro: str
+    level: str
+    function: str = ""
+    entry: str = ""  # aclnn functions the file defines
+    condition: str = ""
+    lists: str = ""
+    code: str = ""
+    anchor: str = ""
+    literal: int = 0
+    path: str = ""  # relative to the library at ``newest``
+    line: int = 0
+    versions: str = ""
+    newest: str = ""
     source_id: int | None = None

@@ -46,6 +46,7 @@ from opcheck.db.data import (
     KernelFacts,
     KernelPathRuleRec,
     KernelSocCheckRec,
+    MessageTemplateRec,
     OpAclnnRec,
     OpBinaryRec,
     OperatorRec,
@@ -197,6 +198,7 @@ TABLES: tuple[Table, ...] = (
     Table(t.OpBinary, lambda d: d.op_binaries),
     Table(t.CaptureRule, lambda d: d.capture_rules),
     Table(t.InductorRule, lambda d: d.inductor_rules),
+    Table(t.MessageTemplate, lambda d: d.message_templates),
 )
 
 
@@ -292,4 +294,6 @@ FILES: tuple[File, ...] = (
     # optional: a snapshot written before the capture rules still reads (capture unknown)
     File("capture_rules.tsv", CaptureRuleRec, "capture_rules", optional=True),
     File("inductor_rules.tsv", InductorRuleRec, "inductor_rules", optional=True),
+    # optional: a snapshot written before the message index still reads (explain unindexed)
+    File("message_templates.tsv", MessageTemplateRec, "message_templates", optional=True),
 )

@@ -14,6 +14,7 @@ SEARCH_INDEXES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "api_support_fts": ("api_support", ("api",), "unicode61"),
     "workaround_fts": ("workaround", ("id", "title", "problem", "fix", "rewrite_api"),
                        "porter unicode61"),
+    "message_template_fts": ("message_template", ("template", "function", "path"), "unicode61"),
 }
 
 

@@ -440,3 +440,28 @@ class OpBinary(CatalogTable, table=True):
     configured: bool = False
     path: str = ""
     source_id: int | None = Field(default=None, foreign_key=_SOURCE)
+
+
+class MessageTemplate(CatalogTable, table=True):
+    """A line of code that prints a log message, once per distinct template across the
+    versions it appears in (``MessageTemplateRec``)."""
+
+    __tablename__ = "message_template"
+    id: int | None = Field(default=None, primary_key=True)
+    template: str
+    kind: str = Field(index=True)
+    library: str
+    macro: str
+    level: str
+    function: str = ""
+    entry: str = ""
+    condition: str = ""
+    lists: str = ""
+    code: str = ""
+    anchor: str = Field(default="", index=True)
+    literal: int = 0
+    path: str = ""
+    line: int = 0
+    versions: str = ""
+    newest: str = ""
+    source_id: int | None = Field(default=None, foreign_key=_SOURCE)

@@ -53,6 +53,7 @@ from opcheck.sync.contract import AclnnDocs, OpApiSources
 from opcheck.sync.engine import CannBinaries, CannEngine
 from opcheck.sync.inductor import InductorLowerings
 from opcheck.sync.kernel_path import KernelPathRules
+from opcheck.sync.messages import MessageSites
 from opcheck.sync.sources import Fetched, Source
 from opcheck.sync.sources import walk_files as _walk
 from opcheck.sync.torchair import TorchairConverters
@@ -622,4 +623,5 @@ UPSTREAMS: tuple[Upstream, ...] = (
     CannBinaries(),
     CaptureRules(),
     InductorLowerings(),
+    MessageSites(),
 )

@@ -363,8 +363,7 @@ def dispatch(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     if mutable:
         _sync_metadata(inputs)
     out = _rewrap(raw, inputs, on_device)
-    if rec is not None and (on_device or (func.name() in _HOST_COPIES
-                                          and _touches_device(args, kwargs))):
+    if rec is not None and (on_device or (touches and func.name() in _HOST_COPIES)):
         # a copy from the device to the host is an NPU call too (and a host sync)
         _record(rec, func, args, kwargs, out)
     return out

@@ -32,6 +32,7 @@ from opcheck.db.data import (
     KernelFacts,
     KernelPathRuleRec,
     KernelSocCheckRec,
+    MessageTemplateRec,
     OpAclnnRec,
     OpBinaryRec,
     WorkaroundRec,
@@ -113,6 +114,9 @@ def _full() -> CatalogData:
                                          lines="136", sources="1")]
     full.inductor_rules = [InductorRuleRec("generate", "aten::mul", tags="v7.3.1-pytorch2.6.0",
                                            lines="16", sources="1")]
+    full.message_templates = [MessageTemplateRec("self not implemented for %s", "cann",
+                                                 "ops-math", "OP_CHECK_DTYPE_NOT_SUPPORT",
+                                                 "error", anchor="implemented")]
     return full
 
 
