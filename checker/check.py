@@ -234,7 +234,9 @@ def check(
     warnings = []
     if not oplist.complete:
         why = oplist.stopped or "no reason recorded"
-        if oplist.method == "run":
+        if oplist.method == "run" and "--max-steps" in why:
+            how = "raise --max-steps (0: no limit) and run it again"
+        elif oplist.method == "run":
             how = ("fix what stopped the script, or raise --timeout / --memory-mb, and run it "
                    "again")
         else:

@@ -418,12 +418,12 @@ def aclnn_summary(cat: Catalog, op: str) -> list[dict[str, Any]]:
             "function": function,
             "releases": sorted(releases, key=release_key),
             "via": delegate,
-            "docs": [_doc_json(docs[v]) for v in sorted(docs, key=cann_key)],
+            "docs": [doc_json(docs[v]) for v in sorted(docs, key=cann_key)],
         })
     return out
 
 
-def _doc_json(doc: FunctionDoc) -> dict[str, Any]:
+def doc_json(doc: FunctionDoc) -> dict[str, Any]:
     products = sorted(doc.supported, key=_rank)
     return {
         "cann": doc.cann, "library": doc.library, "url": doc.page_url,

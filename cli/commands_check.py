@@ -280,7 +280,8 @@ def _emit_several(outcomes: list[Outcome], fmt: str, output: Path | None, *,
 
     from opcheck.checker.capture import capture_text
     from opcheck.checker.graph import graph_text
-    from opcheck.cli.render import console_for, render_report, wide_console
+    from opcheck.cli.render import (console_for, fit_text, render_report, terminal_width,
+                                    wide_console)
 
     def draw(console: Any, width: int | None, write: Any) -> None:
         for i, (model, outcome) in enumerate(outcomes):
@@ -303,7 +304,8 @@ def _emit_several(outcomes: list[Outcome], fmt: str, output: Path | None, *,
             # a file gets what a pipe gets: tab-separated tables, nothing cut
             draw(console_for(fh, None), None, fh.write)
     else:
-        draw(wide_console(), -1, lambda text: typer.echo(text, nl=False))
+        draw(wide_console(), -1,
+             lambda text: typer.echo(fit_text(text, terminal_width()), nl=False))
 
 
 def _emit(report: Report, fmt: str, output: Path | None, *, all_ops: bool = False) -> None:
@@ -311,7 +313,7 @@ def _emit(report: Report, fmt: str, output: Path | None, *, all_ops: bool = Fals
     if spec.terminal:
         from opcheck.checker.capture import capture_text
         from opcheck.checker.graph import graph_text
-        from opcheck.cli.render import render_report
+        from opcheck.cli.render import fit_text, render_report, terminal_width
 
         if output is not None:
             from opcheck.cli.common import output_file
@@ -326,10 +328,11 @@ def _emit(report: Report, fmt: str, output: Path | None, *, all_ops: bool = Fals
                     fh.write(capture_text(report.capture))
         else:
             render_report(report, all_ops=all_ops)
+            width = terminal_width()  # the graph and capture notes wrap as the tables do
             if report.graph is not None:
-                typer.echo(graph_text(report.graph), nl=False)
+                typer.echo(fit_text(graph_text(report.graph), width), nl=False)
             if report.capture is not None:
-                typer.echo(capture_text(report.capture), nl=False)
+                typer.echo(fit_text(capture_text(report.capture), width), nl=False)
         return
     _put(REPORT_FORMATS.render(fmt, report, _context(fmt, all_ops)), output)
 

@@ -14,45 +14,29 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from opcheck.core.errors import OpcheckError, ScrapeError
+from opcheck.core.errors import OpcheckError
 from opcheck.db.data import EngineSiteRec, OpBinaryRec
 from opcheck.scrapers import cann_binaries, cann_engine
 from opcheck.scrapers.cann_engine import EngineSite, SourceFile
 from opcheck.sync.context import SyncContext
 from opcheck.sync.contract import HICANN, cann_of_ref
-from opcheck.sync.sources import Fetched, Source
+from opcheck.sync.sources import Fetched, walk_files
 
 _SUFFIXES = (".cpp", ".json")
-
-
-def _walk(source: Source, path: str, depth: int = 0) -> list[str]:
-    """The C++ and JSON files below ``path`` (names with another suffix are not descended
-    into; sources that cannot list give nothing)."""
-    try:
-        names = source.list_dir(path)
-    except ScrapeError:
-        return []
-    out: list[str] = []
-    for name in names:
-        child = f"{path}/{name}"
-        if name.endswith(_SUFFIXES):
-            out.append(child)
-        elif "." not in name and depth < 12:
-            out += _walk(source, child, depth + 1)
-    return out
 
 
 _TREES: dict[int, list[tuple[str, str, str, list[str]]]] = {}
 
 
-def _trees(ctx: SyncContext) -> list[tuple[str, str, str, list[str]]]:
+def library_trees(ctx: SyncContext) -> list[tuple[str, str, str, list[str]]]:
     """(repo, ref, root, every C++/JSON file below root) per library version, listed once per
     sync (both upstreams read them)."""
     key = id(ctx)
     if key not in _TREES:
         _TREES.clear()
         _TREES[key] = [(repo, ref, f"{HICANN}/{repo}/{ref}",
-                        _walk(ctx.source, f"{HICANN}/{repo}/{ref}"))
+                        walk_files(ctx.source, f"{HICANN}/{repo}/{ref}", _SUFFIXES, max_depth=12,
+                                   descend_dotted=False))
                        for repo in ctx.ls(HICANN) for ref in ctx.ls(f"{HICANN}/{repo}")]
     return _TREES[key]
 
@@ -74,7 +58,7 @@ class CannEngine:
         ctx.progress("CANN op_api sources (engines)")
         trees = [(repo, ref, root, [p for p in files if "/op_api/" in p and p.endswith(".cpp")
                                     and "/experimental/" not in p])
-                 for repo, ref, root, files in _trees(ctx)]
+                 for repo, ref, root, files in library_trees(ctx)]
         fetched = ctx.prefetch_paths((p for *_, paths in trees for p in paths),
                                      cann_engine.parse_source)
         rows: list[EngineSiteRec] = []
@@ -115,7 +99,7 @@ class CannBinaries:
     def collect(self, ctx: SyncContext) -> None:
         ctx.progress("CANN binary lists")
         rows: list[OpBinaryRec] = []
-        for repo, ref, root, files in _trees(ctx):
+        for repo, ref, root, files in library_trees(ctx):
             version = cann_of_ref(ref)
             # experimental/ holds samples that are not shipped: their OpDefs configure SoCs
             # (Cast for ascend910b) that the released package serves with built-in kernels

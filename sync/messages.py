@@ -25,14 +25,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from opcheck.core.errors import OpcheckError, ScrapeError
+from opcheck.core.errors import OpcheckError
 from opcheck.core.versions import release_key
 from opcheck.db.data import MessageTemplateRec
 from opcheck.scrapers import messages as ms
 from opcheck.sync.context import SyncContext
 from opcheck.sync.contract import HICANN, cann_of_ref, cann_order
-from opcheck.sync.engine import _trees
-from opcheck.sync.sources import Fetched, Source
+from opcheck.sync.engine import library_trees
+from opcheck.sync.sources import Fetched, Source, walk_files
 
 PYTORCH = "github/Ascend/pytorch"
 OP_PLUGIN = "github/Ascend/op-plugin"
@@ -42,23 +42,12 @@ MAX_VERSIONS = 6  # listed one by one; more are written as a range with a count
 _CLEAN = re.compile(r"[\t\r\n]")
 
 
-def _walk(source: Source, path: str, suffixes: tuple[str, ...], depth: int = 0,
-          only: str = "") -> list[str]:
+def _walk(source: Source, path: str, suffixes: tuple[str, ...], only: str = "") -> list[str]:
     """Files below ``path`` ending in ``suffixes`` (``only``: a folder name the file must be
-    under); names with a dot and another suffix are not descended into."""
-    try:
-        names = source.list_dir(path)
-    except ScrapeError:
-        return []
-    out: list[str] = []
-    for name in names:
-        child = f"{path}/{name}"
-        if name.endswith(suffixes):
-            if not only or f"/{only}/" in child:
-                out.append(child)
-        elif "." not in name and depth < 14 and name not in ("experimental", "tests", "test"):
-            out += _walk(source, child, suffixes, depth + 1, only)
-    return out
+    under), tests and experimental folders left out."""
+    files = walk_files(source, path, suffixes, max_depth=14, descend_dotted=False,
+                       skip=("experimental", "tests", "test"))
+    return [f for f in files if not only or f"/{only}/" in f]
 
 
 @dataclass
@@ -169,7 +158,7 @@ class MessageSites:
         # the engine upstream's listing of each library version (listed once per sync); its
         # .cpp files only: op_api headers hold ~1.4% of the sites, and listing every op_api
         # folder again for them cost more than all the rest of this upstream's reading
-        trees = sorted(_trees(ctx), key=lambda t: (t[0], cann_order(cann_of_ref(t[1]))))
+        trees = sorted(library_trees(ctx), key=lambda t: (t[0], cann_order(cann_of_ref(t[1]))))
         for repo, ref, root, listed in trees:
             files = [p for p in listed if "/op_api/" in p and p.endswith(".cpp")
                      and "/experimental/" not in p]

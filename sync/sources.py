@@ -45,8 +45,13 @@ class Source(Protocol):
     def list_dir(self, path: str) -> list[str]: ...
 
 
-def walk_files(source: Source, path: str, depth: int = 0) -> list[str]:
-    """Every Markdown/HTML file below ``path`` (sources that cannot list give nothing)."""
+def walk_files(source: Source, path: str, suffixes: tuple[str, ...] = (".md", ".html"), *,
+               max_depth: int = 8, descend_dotted: bool = True,
+               skip: tuple[str, ...] = (), depth: int = 0) -> list[str]:
+    """Every file below ``path`` ending in ``suffixes`` (sources that cannot list give
+    nothing). ``descend_dotted=False``: a name with a dot and another suffix is a file, not a
+    folder (saves a listing per file on a mirror of source trees); ``skip``: folder names not
+    descended into."""
     try:
         names = source.list_dir(path)
     except ScrapeError:
@@ -54,10 +59,12 @@ def walk_files(source: Source, path: str, depth: int = 0) -> list[str]:
     out: list[str] = []
     for name in names:
         child = f"{path}/{name}"
-        if name.endswith((".md", ".html")):
+        if name.endswith(suffixes):
             out.append(child)
-        elif depth < 8:
-            out += walk_files(source, child, depth + 1)
+        elif (depth < max_depth and name not in skip
+              and (descend_dotted or "." not in name)):
+            out += walk_files(source, child, suffixes, max_depth=max_depth,
+                              descend_dotted=descend_dotted, skip=skip, depth=depth + 1)
     return out
 
 

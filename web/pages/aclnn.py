@@ -112,7 +112,7 @@ def _when(condition: str) -> str:
 
 
 def aclnn_page(state: ServeState, name: str) -> AclnnPage:
-    from opcheck.checker.contract import _doc_json  # the op page's per-version document
+    from opcheck.checker.contract import doc_json  # the op page's per-version document
     from opcheck.core.versions import cann_key
 
     engine = state.catalog.engine
@@ -126,7 +126,7 @@ def aclnn_page(state: ServeState, name: str) -> AclnnPage:
         return page
     page.function, page.known = function, True
     docs = contract.function_docs(engine, function)
-    page.docs = [_doc_json(docs[v]) for v in sorted(docs, key=cann_key)]
+    page.docs = [doc_json(docs[v]) for v in sorted(docs, key=cann_key)]
     for d, v in zip(page.docs, sorted(docs, key=cann_key), strict=True):
         d["line_url"] = docs[v].url(docs[v].line)  # the function's heading on the page
         d["products_url"] = docs[v].url(docs[v].products_line)
