@@ -280,8 +280,13 @@ def _emit_several(outcomes: list[Outcome], fmt: str, output: Path | None, *,
 
     from opcheck.checker.capture import capture_text
     from opcheck.checker.graph import graph_text
-    from opcheck.cli.render import (console_for, fit_text, render_report, terminal_width,
-                                    wide_console)
+    from opcheck.cli.render import (
+        console_for,
+        fit_text,
+        render_report,
+        terminal_width,
+        wide_console,
+    )
 
     def draw(console: Any, width: int | None, write: Any) -> None:
         for i, (model, outcome) in enumerate(outcomes):
