@@ -317,9 +317,9 @@ class _SqlFacts:
     cat: Catalog
 
     def aclnn_ops(self, function: str) -> list[str]:
-        from opcheck.db import reads
+        from opcheck.db import messages
 
-        return reads.ops_calling_aclnn(self.cat.engine, function)
+        return messages.ops_reaching(self.cat.engine, function)
 
     def aclnn_codes(self, function: str, code: str) -> list[DocCode]:
         """The function's own rows for ``code`` and the shared table's row for it (or its

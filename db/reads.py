@@ -155,13 +155,6 @@ def aclnn_op_links(engine: Engine) -> list[tuple[str, str]]:
     return out
 
 
-def ops_calling_aclnn(engine: Engine, function: str) -> list[str]:
-    """Ops whose kernel rows name the aclnn ``function``, sorted."""
-    with engine.connect() as conn:
-        return [str(r[0]) for r in conn.execute(text(
-            "SELECT DISTINCT op FROM npukernel WHERE aclnn = :f ORDER BY op"), {"f": function})]
-
-
 class AclnnCodeRow(NamedTuple):
     function: str  # "" for the shared table
     code: str

@@ -352,7 +352,9 @@ def dispatch(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         context = "reshape" if func.name() == "aten::reshape" else ""
         with in_context(rec, context), _as_parent(rec, func, args, kwargs):
             return decompose(func, args, kwargs)
-    if on_device and explicit_key is not None and rec is not None and rec.enabled:
+    if (on_device or touches) and explicit_key is not None and rec is not None and rec.enabled:
+        # also a copy to the host (``.cpu()``: _to_copy with device=cpu), whose generic kernel
+        # sends the backend a copy_ from the device: a host sync the report counts
         return _run_explicit(rec, func, explicit_key, args, kwargs)
     try:
         raw = op(*plain, **plain_kwargs)  # the C++ op itself (OpOverload.__call__ is Python)
@@ -363,13 +365,9 @@ def dispatch(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     if mutable:
         _sync_metadata(inputs)
     out = _rewrap(raw, inputs, on_device)
-    if rec is not None and (on_device or (touches and func.name() in _HOST_COPIES)):
-        # a copy from the device to the host is an NPU call too (and a host sync)
+    if rec is not None and on_device:
         _record(rec, func, args, kwargs, out)
     return out
-
-
-_HOST_COPIES = frozenset({"aten::_to_copy", "aten::copy_", "aten::_copy_from"})
 
 
 def _run_explicit(rec: Recorder, func: Any, key: Any, args: Any, kwargs: Any) -> Any:

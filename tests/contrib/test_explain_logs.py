@@ -373,6 +373,15 @@ def test_every_op_named_is_in_the_log_or_linked_from_it(
     facts = ts.catalog_facts(Catalog.load(open_catalog(bundled_catalog)))
     functions = set(re.findall(r"aclnn[A-Z]\w*", text))
     linked = {op for fn in functions for op in facts.aclnn_ops(fn)}
+    # kernel and op type names in the log reach ATen ops through the engine facts (the aclnn
+    # functions that launch the op type)
+    from opcheck.contrib import logs
+
+    types = {ts.op_type_of(next(g for g in m.group("kernel", "kernel2", "kernel3") if g))
+             for m in logs.KERNEL_NAME.finditer(text)}
+    types |= {m["op"] for rx in (logs.NO_BINARY, logs.SOC_OPTYPE) for m in rx.finditer(text)}
+    types |= set(re.findall(r"\bOptype \[(\w+)\]", text))  # EZ3002: a kernel rejecting a dtype
+    linked |= {op for t in types for op in facts.op_type(t).ops}
     for fmt in ("json", "table"):
         r = cli("explain", str(log), "--catalog", str(bundled_catalog), "--format", fmt)
         assert r.exit_code == 0, r.output
