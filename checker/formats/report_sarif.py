@@ -11,6 +11,8 @@ from opcheck.checker.formats.text import target_line
 from opcheck.core.vocab import Status
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from opcheck.checker.check import Finding, Report
     from opcheck.checker.formats.base import RenderContext
 
@@ -50,9 +52,7 @@ def _speed_results(report: Report) -> list[dict[str, Any]]:
         result: dict[str, Any] = {"ruleId": SLOW, "level": "note", "message": {"text": text},
                                   "properties": {"op": s["op"], "kind": s["kind"],
                                                  "per_step": s["per_step"]}}
-        locs = [{"physicalLocation": {"artifactLocation": {"uri": m["file"]},
-                                      "region": {"startLine": int(m["line"])}}}
-                for m in (_LOC.match(x) for x in s["locations"]) if m]
+        locs = _locations(s["locations"])
         if locs:
             result["locations"] = locs
         out.append(result)
@@ -63,16 +63,11 @@ def _level(f: Finding) -> str:
     return "error" if f.status is Status.UNSUPPORTED else "warning"
 
 
-def _locations(f: Finding) -> list[dict[str, Any]]:
-    locs = []
-    for loc in f.locations:
-        m = _LOC.match(loc)
-        if m:
-            locs.append({"physicalLocation": {
-                "artifactLocation": {"uri": m["file"]},
-                "region": {"startLine": int(m["line"])},
-            }})
-    return locs
+def _locations(where: Iterable[str]) -> list[dict[str, Any]]:
+    """SARIF locations of ``file:line`` strings (others have no place in a file)."""
+    return [{"physicalLocation": {"artifactLocation": {"uri": m["file"]},
+                                  "region": {"startLine": int(m["line"])}}}
+            for m in (_LOC.match(x) for x in where) if m]
 
 
 def to_sarif(report: Report) -> str:
@@ -85,16 +80,14 @@ def to_sarif(report: Report) -> str:
             msg += " Workarounds: " + ", ".join(w.id for w in f.workarounds) + "."
         result: dict[str, Any] = {"ruleId": rule, "level": _level(f), "message": {"text": msg},
                                   "properties": {"op": f.op, "count": f.count}}
-        locs = _locations(f)
+        locs = _locations(f.locations)
         if locs:
             result["locations"] = locs
         results.append(result)
     for b in (report.capture or {}).get("breaks", []):  # --capture
         if b["severity"] != "breaks":
             continue
-        where = [{"physicalLocation": {"artifactLocation": {"uri": m["file"]},
-                                       "region": {"startLine": int(m["line"])}}}
-                 for loc in b["locations"] if (m := _LOC.match(loc))]
+        where = _locations(b["locations"])
         results.append({"ruleId": CAPTURE, "level": "warning",
                         "message": {"text": f"{b['op']}: {b['why']}"},
                         "properties": {"op": b["op"], "count": b["count"]},
