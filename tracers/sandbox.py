@@ -20,6 +20,7 @@ import itertools
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -39,6 +40,11 @@ DEFAULT_TIMEOUT = 300.0
 DEFAULT_MEMORY_MB = 8192
 # importing torch alone maps ~1-2 GB of address space; below this the worker cannot start.
 MIN_MEMORY_MB = 2048
+# Seconds a worker may take to import torch before its --timeout starts: the timeout is the
+# model's (or script's), and a loaded machine can take longer to start a process than a small
+# model takes to trace.
+STARTUP_LIMIT = 300.0
+READY_FD_ENV = "OPCHECK_READY_FD"
 STDERR_TAIL = 4000
 # What is kept of a child's stderr: the tail the reports quote, with room for a traceback.
 STDERR_KEEP = 64 * 1024
@@ -58,28 +64,27 @@ def set_limits(memory_mb: int) -> None:
 class ChildRun:
     returncode: int | None  # None: killed at the timeout
     stderr: str
+    started: bool = True  # False: killed at STARTUP_LIMIT, still importing
 
 
 def run_limited(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float,
-                memory_mb: int) -> ChildRun:
+                memory_mb: int, signals_ready: bool = False) -> ChildRun:
     """Run ``argv`` in its own process group under an address-space limit; kill it with every
     descendant at the timeout (or when the caller is interrupted). Only the tail of its stderr
-    is kept, and its end is not waited for past the child's own exit (a leftover may hold it)."""
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,  # so a timeout kills the whole process group
-        # preexec_fn (not a wrapper script): the limit must be in place before python starts
-        preexec_fn=lambda: set_limits(memory_mb),
-    )
+    is kept, and its end is not waited for past the child's own exit (a leftover may hold it).
+
+    With ``signals_ready`` the child writes to the pipe named by ``OPCHECK_READY_FD`` once it
+    has imported torch, and the timeout counts from then (see :func:`_wait`)."""
+    ready, env = _ready_pipe(env) if signals_ready else (None, env)
+    try:
+        proc = _popen_limited(argv, cwd=cwd, env=env, memory_mb=memory_mb, ready=ready)
+    finally:
+        if ready is not None:
+            os.close(ready[1])
     assert proc.stderr is not None
     tail = TailReader(proc.stderr, STDERR_KEEP)
     try:
-        return _wait(proc, tail, timeout)
+        return _wait(proc, tail, timeout, ready[0] if ready else None)
     except BaseException:
         kill_tree(proc.pid)
         raise
@@ -88,7 +93,41 @@ def run_limited(argv: list[str], *, cwd: str, env: dict[str, str], timeout: floa
             proc.stderr.close()
 
 
-def _wait(proc: subprocess.Popen[bytes], tail: TailReader, timeout: float) -> ChildRun:
+def _ready_pipe(env: dict[str, str]) -> tuple[tuple[int, int], dict[str, str]]:
+    read, write = os.pipe()
+    return (read, write), {**env, READY_FD_ENV: str(write)}
+
+
+def _popen_limited(argv: list[str], *, cwd: str, env: dict[str, str], memory_mb: int,
+                   ready: tuple[int, int] | None,
+                   stdin: int = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        argv,
+        stdin=stdin,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=env,
+        pass_fds=(ready[1],) if ready else (),
+        start_new_session=True,  # so a timeout kills the whole process group
+        # preexec_fn (not a wrapper script): the limit must be in place before python starts
+        preexec_fn=lambda: set_limits(memory_mb),
+    )
+
+
+def _wait(proc: subprocess.Popen[bytes], tail: TailReader, timeout: float,
+          ready: int | None = None) -> ChildRun:
+    """Wait for the child's exit, ``timeout`` seconds from the moment it signals ``ready``
+    (or, when it dies importing, closes the pipe), and at most STARTUP_LIMIT before that."""
+    if ready is not None:
+        try:
+            started = bool(select.select([ready], [], [], STARTUP_LIMIT)[0])
+        finally:
+            os.close(ready)
+        if not started:
+            kill_tree(proc.pid)
+            proc.wait()
+            return ChildRun(None, tail.text(wait=0.5), started=False)
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -128,7 +167,7 @@ def run_worker(
         child_env.setdefault("PYTHONWARNINGS", "ignore")
         child = run_limited(
             [sys.executable, "-m", "opcheck.tracers.worker", str(req), str(out)],
-            cwd=tmp, env=child_env, timeout=timeout, memory_mb=memory_mb,
+            cwd=tmp, env=child_env, timeout=timeout, memory_mb=memory_mb, signals_ready=True,
         )
         return _result(child, out, records, request, timeout=timeout, memory_mb=memory_mb)
 
@@ -136,6 +175,9 @@ def run_worker(
 def _result(child: ChildRun, out: Path, records: Path, request: dict[str, Any], *,
             timeout: float, memory_mb: int) -> dict[str, Any]:
     """What a finished (or killed) worker left: its result, or why it has none."""
+    if not child.started:
+        return _stopped(records, request, f"tracer worker did not finish importing torch within "
+                        f"{STARTUP_LIMIT:g} s (is the machine overloaded?)")
     if child.returncode is None:
         return _stopped(
             records, request, f"tracing timed out after {timeout:g} s (raise --timeout)"
@@ -298,13 +340,19 @@ class WorkerAhead:
                                             tmp / "records.jsonl")
         env = dict(os.environ)
         env.setdefault("PYTHONWARNINGS", "ignore")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "opcheck.tracers.worker", "--ahead", str(self.req),
-             str(self.out)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            cwd=tmp, env=env, start_new_session=True,
-            preexec_fn=lambda: set_limits(memory_mb),
-        )
+        ready, env = _ready_pipe(env)
+        try:
+            self.proc = _popen_limited(
+                [sys.executable, "-m", "opcheck.tracers.worker", "--ahead", str(self.req),
+                 str(self.out)],
+                cwd=str(tmp), env=env, memory_mb=memory_mb, ready=ready, stdin=subprocess.PIPE,
+            )
+        except BaseException:
+            os.close(ready[0])
+            raise
+        finally:
+            os.close(ready[1])
+        self._ready: int | None = ready[0]
         assert self.proc.stderr is not None
         self._tail = TailReader(self.proc.stderr, STDERR_KEEP)
         self._taken = False
@@ -326,7 +374,8 @@ class WorkerAhead:
             with suppress(OSError):
                 proc.stdin.write(b"go\n")
                 proc.stdin.close()
-            child = _wait(proc, self._tail, timeout)
+            ready, self._ready = self._ready, None
+            child = _wait(proc, self._tail, timeout, ready)
         except BaseException:
             kill_tree(proc.pid)
             raise
@@ -334,6 +383,9 @@ class WorkerAhead:
                        memory_mb=self.memory_mb)
 
     def close(self) -> None:
+        if self._ready is not None:
+            os.close(self._ready)
+            self._ready = None
         if self.proc.poll() is None:  # never handed a request (or interrupted)
             kill_group(self.proc)
             self.proc.wait()

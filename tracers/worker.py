@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 from opcheck.core.errors import OpcheckError
 from opcheck.tracers.inputs import InputSpec
 from opcheck.tracers.procs import become_subreaper, children, kill_descendants
-from opcheck.tracers.sandbox import PRELOAD
+from opcheck.tracers.sandbox import PRELOAD, READY_FD_ENV
 
 
 def handle(request: dict[str, Any]) -> dict[str, Any]:
@@ -236,12 +236,27 @@ def _die_with_parent(parent: int) -> None:
             os._exit(1)
 
 
+def _imported() -> None:
+    """Import what every trace needs, then tell the parent (sandbox.run_limited): its timeout
+    counts from here, so a slow start on a loaded machine is not the model's time."""
+    try:
+        for name in PRELOAD:
+            importlib.import_module(name)
+    except Exception:  # main() imports again and reports why in its result
+        pass
+    fd = os.environ.pop(READY_FD_ENV, "")
+    if fd:
+        with suppress(OSError):
+            os.write(int(fd), b"ready")
+            os.close(int(fd))
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--template"]:
         sys.exit(template(sys.argv[2:]))
-    if sys.argv[1:2] == ["--ahead"]:  # started early (sandbox.WorkerAhead): import, then wait
-        for name in PRELOAD:
-            importlib.import_module(name)
+    ahead = sys.argv[1:2] == ["--ahead"]  # started early (sandbox.WorkerAhead)
+    _imported()
+    if ahead:
         if sys.stdin.readline().strip() != "go":
             os._exit(0)  # the caller never needed a trace
         sys.argv[1:] = sys.argv[2:]

@@ -243,3 +243,23 @@ def test_the_zoo_template_imports_transformers_only_when_a_model_uses_it(tmp_pat
     own.write_text("from transformers import BertModel\n")
     assert zoo.preload([f"{own}:f"]) == hf
     assert zoo.preload(["mypkg.models:build"]) == hf  # unknown without importing it
+
+
+def test_the_timeout_counts_from_the_end_of_the_workers_imports(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh worker that is slow to start (a loaded machine) still gets the whole --timeout
+    for the model; a start that never ends is stopped at STARTUP_LIMIT with its own reason."""
+    f, _ = _models(tmp_path)
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    # runs at interpreter start, before the worker imports torch
+    (slow / "sitecustomize.py").write_text("import time\ntime.sleep(3)\n", encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", str(slow))
+    assert not sandbox.sharing()
+    ol = trace(None, model_spec=f"{f}:good", timeout=2.5, memory_mb=4096)
+    assert ol.complete and "aten::addmm" in ol.by_op()
+
+    monkeypatch.setattr(sandbox, "STARTUP_LIMIT", 1.0)
+    with pytest.raises(TraceError, match=r"^tracer worker did not finish importing torch "
+                                         r"within 1 s"):
+        trace(None, model_spec=f"{f}:good", timeout=120, memory_mb=4096)
