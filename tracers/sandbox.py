@@ -75,16 +75,12 @@ def run_limited(argv: list[str], *, cwd: str, env: dict[str, str], timeout: floa
 
     With ``signals_ready`` the child writes to the pipe named by ``OPCHECK_READY_FD`` once it
     has imported torch, and the timeout counts from then (see :func:`_wait`)."""
-    ready, env = _ready_pipe(env) if signals_ready else (None, env)
-    try:
-        proc = _popen_limited(argv, cwd=cwd, env=env, memory_mb=memory_mb, ready=ready)
-    finally:
-        if ready is not None:
-            os.close(ready[1])
+    proc, ready = _start_limited(argv, cwd=cwd, env=env, memory_mb=memory_mb,
+                                 signals_ready=signals_ready)
     assert proc.stderr is not None
     tail = TailReader(proc.stderr, STDERR_KEEP)
     try:
-        return _wait(proc, tail, timeout, ready[0] if ready else None)
+        return _wait(proc, tail, timeout, ready)
     except BaseException:
         kill_tree(proc.pid)
         raise
@@ -93,26 +89,33 @@ def run_limited(argv: list[str], *, cwd: str, env: dict[str, str], timeout: floa
             proc.stderr.close()
 
 
-def _ready_pipe(env: dict[str, str]) -> tuple[tuple[int, int], dict[str, str]]:
-    read, write = os.pipe()
-    return (read, write), {**env, READY_FD_ENV: str(write)}
-
-
-def _popen_limited(argv: list[str], *, cwd: str, env: dict[str, str], memory_mb: int,
-                   ready: tuple[int, int] | None,
-                   stdin: int = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        argv,
-        stdin=stdin,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=env,
-        pass_fds=(ready[1],) if ready else (),
-        start_new_session=True,  # so a timeout kills the whole process group
-        # preexec_fn (not a wrapper script): the limit must be in place before python starts
-        preexec_fn=lambda: set_limits(memory_mb),
-    )
+def _start_limited(argv: list[str], *, cwd: str, env: dict[str, str], memory_mb: int,
+                   signals_ready: bool, stdin: int = subprocess.DEVNULL,
+                   ) -> tuple[subprocess.Popen[bytes], int | None]:
+    """The child of :func:`run_limited`, and the read end of its ready pipe (None unless
+    ``signals_ready``)."""
+    read, write = os.pipe() if signals_ready else (None, None)
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=stdin,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env if write is None else {**env, READY_FD_ENV: str(write)},
+            pass_fds=() if write is None else (write,),
+            start_new_session=True,  # so a timeout kills the whole process group
+            # preexec_fn (not a wrapper script): the limit must be in place before python starts
+            preexec_fn=lambda: set_limits(memory_mb),
+        )
+    except BaseException:
+        if read is not None:
+            os.close(read)
+        raise
+    finally:
+        if write is not None:
+            os.close(write)
+    return proc, read
 
 
 def _wait(proc: subprocess.Popen[bytes], tail: TailReader, timeout: float,
@@ -340,19 +343,12 @@ class WorkerAhead:
                                             tmp / "records.jsonl")
         env = dict(os.environ)
         env.setdefault("PYTHONWARNINGS", "ignore")
-        ready, env = _ready_pipe(env)
-        try:
-            self.proc = _popen_limited(
-                [sys.executable, "-m", "opcheck.tracers.worker", "--ahead", str(self.req),
-                 str(self.out)],
-                cwd=str(tmp), env=env, memory_mb=memory_mb, ready=ready, stdin=subprocess.PIPE,
-            )
-        except BaseException:
-            os.close(ready[0])
-            raise
-        finally:
-            os.close(ready[1])
-        self._ready: int | None = ready[0]
+        self.proc, self._ready = _start_limited(
+            [sys.executable, "-m", "opcheck.tracers.worker", "--ahead", str(self.req),
+             str(self.out)],
+            cwd=str(tmp), env=env, memory_mb=memory_mb, signals_ready=True,
+            stdin=subprocess.PIPE,
+        )
         assert self.proc.stderr is not None
         self._tail = TailReader(self.proc.stderr, STDERR_KEEP)
         self._taken = False

@@ -245,21 +245,38 @@ def test_the_zoo_template_imports_transformers_only_when_a_model_uses_it(tmp_pat
     assert zoo.preload(["mypkg.models:build"]) == hf  # unknown without importing it
 
 
+def _child(code: str, *, timeout: float) -> sandbox.ChildRun:
+    return sandbox.run_limited([sys.executable, "-c", textwrap.dedent(code)], cwd=".",
+                               env=dict(os.environ), timeout=timeout, memory_mb=4096,
+                               signals_ready=True)
+
+
 def test_the_timeout_counts_from_the_end_of_the_workers_imports(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A fresh worker that is slow to start (a loaded machine) still gets the whole --timeout
-    for the model; a start that never ends is stopped at STARTUP_LIMIT with its own reason."""
+    """A child that is slow to start (a loaded machine importing torch) still gets the whole
+    timeout after it signals; one that never signals stops at STARTUP_LIMIT with its own
+    reason, which a worker reports as such."""
+    slow_start = _child("""
+        import os, time
+        time.sleep(3)
+        os.write(int(os.environ["OPCHECK_READY_FD"]), b"ready")
+        time.sleep(0.1)
+    """, timeout=2)
+    assert (slow_start.returncode, slow_start.started) == (0, True)
+    died_importing = _child("raise SystemExit(3)", timeout=2)
+    assert (died_importing.returncode, died_importing.started) == (3, True)
+
+    monkeypatch.setattr(sandbox, "STARTUP_LIMIT", 1.0)
+    never = _child("import time; time.sleep(60)", timeout=120)
+    assert (never.returncode, never.started) == (None, False)
+
     f, _ = _models(tmp_path)
     slow = tmp_path / "slow"
     slow.mkdir()
     # runs at interpreter start, before the worker imports torch
-    (slow / "sitecustomize.py").write_text("import time\ntime.sleep(3)\n", encoding="utf-8")
+    (slow / "sitecustomize.py").write_text("import time\ntime.sleep(60)\n", encoding="utf-8")
     monkeypatch.setenv("PYTHONPATH", str(slow))
     assert not sandbox.sharing()
-    ol = trace(None, model_spec=f"{f}:good", timeout=2.5, memory_mb=4096)
-    assert ol.complete and "aten::addmm" in ol.by_op()
-
-    monkeypatch.setattr(sandbox, "STARTUP_LIMIT", 1.0)
     with pytest.raises(TraceError, match=r"^tracer worker did not finish importing torch "
                                          r"within 1 s"):
         trace(None, model_spec=f"{f}:good", timeout=120, memory_mb=4096)
