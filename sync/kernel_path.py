@@ -138,6 +138,7 @@ class KernelPathRules:
                     got = ctx.text(f"{base}/ops/opapi/{n}")
                     if "GetSocVersion" in got.text or "foreach_tensor_" in got.text:
                         checks += [(n, c) for c in ctx.parsed(got, kp.parse_soc_checks)]
+                        checks += [(n, c) for c in ctx.parsed(got, kp.parse_call_checks)]
             except OpcheckError as exc:
                 ctx.failures.append(str(exc))
                 continue
