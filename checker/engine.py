@@ -147,6 +147,11 @@ def decide(aclnn: str, sites: Sequence[EngineSite], call: Call,
     # below tries undecided atoms both ways
     out.aicore_ops = sorted({s.op_type for s in core if evaluate(s.condition, call) is not False})
     reachable = [s for s in cpu if evaluate(s.condition, call) is not False]
+    # cite first the launches the call surely reaches, and among them the function's own op
+    # type (aclnnCos → Cos) before the copies and casts around it
+    name = aclnn.removeprefix("aclnn").lower()
+    reachable.sort(key=lambda s: (evaluate(s.condition, call) is not True,
+                                  not name.startswith(s.op_type.lower())))
     out.aicpu_ops = sorted({s.op_type for s in reachable})
     out.launch = [Cite(f"{s.op_type} (AI CPU)", s.launch, _url(s.launch, urls))
                   for s in reachable]

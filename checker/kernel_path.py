@@ -33,14 +33,14 @@ from dataclasses import dataclass, replace
 
 from opcheck.checker.check import Finding, PathHook, Restriction
 from opcheck.core.errors import UsageError
-from opcheck.core.oplist import OpUse
+from opcheck.core.oplist import OpUse, Signature
 from opcheck.core.products import canonical_alias
 from opcheck.core.versions import release_key, torch_minor
 from opcheck.core.vocab import Status
 from opcheck.db import kernel_path as db
 from opcheck.db.catalog import Catalog, ReleaseInfo
 from opcheck.db.data import KernelPathRuleRec, KernelSocCheckRec
-from opcheck.scrapers.kernel_path import soc_holds
+from opcheck.scrapers.kernel_path import CALL_PREFIX, soc_holds
 
 ACLNN = "aclnn"
 ACL_OP = "acl_op"
@@ -245,7 +245,7 @@ class KernelPaths:
         """op-plugin's own SoC check in the op's op_api kernel, when it fires on the product."""
         rel = rules.rec.torch_npu
         for c in self.checks.get(op, []):
-            if rel not in c.releases.split(","):
+            if rel not in c.releases.split(",") or c.when.startswith(CALL_PREFIX):
                 continue
             fires = {soc_holds(c.when, rules.enum, s) for s in socs}
             if fires != {True}:
@@ -263,6 +263,39 @@ class KernelPaths:
                             f"{cond} ({where}): one kernel launch per tensor, slower, not "
                             f"unsupported", link, base.inferred, c.fallback)
         return base
+
+    def per_call(self, use: OpUse, release: ReleaseInfo,
+                 base: Decision) -> tuple[Decision, Restriction | None]:
+        """op-plugin's per-call fallback where the aclnn foreach kernel would run: the calls
+        whose tensor lists cannot take it (integer tensors, mixed dtypes) run PyTorch's
+        per-tensor path. Every recorded call → the product's path; some → a slow note."""
+        rules = self.rules_for(release)
+        if base.path != ACLNN or rules is None or not use.signatures:
+            return base, None
+        rel = rules.rec.torch_npu
+        for c in self.checks.get(use.op, []):
+            if not c.when.startswith(CALL_PREFIX) or rel not in c.releases.split(","):
+                continue
+            slow = [(s, why) for s in use.signatures if (why := call_falls_back(c.when, s))]
+            if not slow:
+                continue
+            url = self.urls.get(c.source_id or -1, "")
+            link = f"{url}/{c.path}#L{c.line}" if url else ""
+            calls = sum(s.count or 1 for s, _ in slow)
+            why = (f"op-plugin's {c.kernel} falls back to PyTorch's {c.fallback} for calls "
+                   f"whose {slow[0][1]} ({c.path}:{c.line}, condition "
+                   f"{c.when.removeprefix(CALL_PREFIX)}): one kernel launch per tensor, slower, "
+                   f"not unsupported")
+            inferred = base.inferred or any("inferred" in w for _, w in slow)
+            if len(slow) == len(use.signatures):
+                return Decision(base.product, FOREACH_SLOW, why, link, inferred,
+                                c.fallback), None
+            shown = "; ".join(_signature(s.inputs) for s, _ in slow[:4])
+            return base, Restriction(
+                use.op, f"{base.product}: {FOREACH_SLOW} for {calls} of the calls ({shown}): "
+                        f"{why}", (), link, base.product, inferred=inferred,
+                source="kernel_path", basis="kernel path (per call)", slow=True)
+        return base, None
 
     def precision(self, release: ReleaseInfo, product: str) -> tuple[str, str] | None:
         """(mode, why) when acl_op kernels on ``product`` compile with a precision mode that
@@ -306,8 +339,11 @@ def kernel_path_hook(cat: Catalog, hardware: str | None,
         decisions = [d for d in decisions if d.path]
         if not decisions:
             return
+        judged = [paths.per_call(use, release, d) for d in decisions]
+        decisions = [d for d, _ in judged]
         f.path = {d.product: d.path for d in decisions}
         f.restrictions = _apply(paths, use, release, decisions, f.restrictions)
+        f.restrictions += [r for _, r in judged if r is not None]
         f.restricted = any(r.violated for r in f.restrictions)
 
     return hook
@@ -391,6 +427,33 @@ def _apply(paths: KernelPaths, use: OpUse, release: ReleaseInfo, decisions: list
                 use.op, f"{d.product}: {d.path} ({d.why})", (), d.link, d.product,
                 inferred=d.inferred, source="kernel_path", basis="kernel path", slow=True))
     return out
+
+
+_INTEGRAL = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
+
+
+def call_falls_back(when: str, sig: Signature) -> str:
+    """Why one recorded call meets a per-call fallback condition (``call:…`` from
+    :mod:`opcheck.scrapers.kernel_path`), "" when it does not. The fast route is judged on
+    dtypes only (one dtype across the lists); devices, strides and density are not recorded."""
+    values = list(sig.inputs.values())
+    for term in when.removeprefix(CALL_PREFIX).split("||"):
+        if term == "!fast_route":
+            seen = {d for v in values for d in v.split(",") if d and d != "None"}
+            if len(seen) > 1:
+                return (f"tensor lists mix dtypes ({', '.join(sorted(seen))}): PyTorch's "
+                        f"can_use_fast_route needs one dtype and device (inferred from the "
+                        f"recorded dtypes)")
+            continue
+        kind, _, pos = term.partition("@")
+        if not pos.isdigit() or int(pos) >= len(values):
+            continue
+        wanted = _INTEGRAL | ({"bool"} if kind == "integral_or_bool" else set())
+        hit = sorted(set(values[int(pos)].split(",")) & wanted)
+        if hit:
+            name = list(sig.inputs)[int(pos)]
+            return f"{name} holds {'/'.join(hit)} tensors (has_integral_tensor)"
+    return ""
 
 
 def _signature(inputs: dict[str, str]) -> str:

@@ -255,13 +255,20 @@ def _slow(f: Finding, sigs: Sequence[Signature], steps: int, judged_on: str,
     path = f.path.get(judged_on, "")
     if path == FOREACH_SLOW:
         slow_on = sorted(p for p, v in f.path.items() if v == FOREACH_SLOW)
+        # the kernel-path note names op-plugin's own condition and line (SoC, every SoC, or
+        # the call's dtypes)
+        rule = next((r for r in f.restrictions if r.slow and r.source == "kernel_path"
+                     and r.hardware == judged_on), None)
         out.append(SpeedFinding(
             "foreach_slow", f.op, f.count, _per(f.count, steps), list(f.locations), apis,
             why=f"op-plugin's {f.op} runs PyTorch's per-tensor slow path {on} (one kernel "
-                f"launch per tensor; slow on {', '.join(slow_on)})",
+                f"launch per tensor; slow on {', '.join(slow_on)})"
+                + (f": {rule.text.removeprefix(f'{judged_on}: {FOREACH_SLOW} (').removesuffix(')')}"
+                   if rule else ""),
             instead="a fused optimizer where the release has one (`fused=True`, see the tips), "
                     "or a product with the aclnn foreach kernel",
-            source="kernel path (op-plugin's SoC check)"))
+            source="kernel path (op-plugin's fallback condition)", link=rule.link if rule else "",
+            inferred=bool(rule.inferred) if rule else False))
     return out
 
 

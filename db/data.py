@@ -276,7 +276,9 @@ class KernelPathRuleRec:
 class KernelSocCheckRec:
     """An op's op_api kernel hands the call to ``fallback`` (PyTorch's per-tensor
     ``at::native::foreach_tensor_*_slow`` path, or an ``acl_op::`` kernel) on the SoCs where
-    ``when`` holds, in these releases (file and line at the newest one's pin)."""
+    ``when`` holds, in these releases (file and line at the newest one's pin). A ``when``
+    starting ``call:`` is a per-call condition over the call's tensor lists (mixed dtypes,
+    integer tensors: ``opcheck.scrapers.kernel_path.parse_call_checks``), not a SoC one."""
 
     op: str
     kernel: str

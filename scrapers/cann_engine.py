@@ -92,12 +92,18 @@ def torch_dtype(token: str) -> str:
 @lru_cache(maxsize=4096)
 def role(name: str) -> str:
     """The argument a C++ variable stands for, comparable with an ATen argument name:
-    ``selfRef``/``selfCast`` → ``self``, ``values``/``value`` → ``value``,
+    ``selfRef``/``selfCast``/``inputCast``/``x`` → ``self``, ``values``/``value`` → ``value``,
     ``allDefinedIndices``/``indices`` → ``indice``."""
     n = re.sub(r"[^a-z0-9]", "", name.lower()) or name.lower()
     n = re.sub(r"^(?:all)?(?:defined)?", "", n) or name.lower()
     n = re.sub(r"(?:ref|contiguous|cast|tensor|list|fp32)+$", "", n) or n
-    return n[:-1] if len(n) > 3 and n.endswith("s") else n
+    n = n[:-1] if len(n) > 3 and n.endswith("s") else n
+    # the primary input: ATen names it ``self`` (methods) or ``input``, aclnn entries ``self``,
+    # ``input`` or ``x`` (aclnnCos(input, out) receives aten::cos's ``self``)
+    return "self" if n in _PRIMARY else n
+
+
+_PRIMARY = frozenset({"self", "input", "x"})
 
 
 # --- formulas ---------------------------------------------------------------------------------
@@ -395,6 +401,9 @@ class Function:
     line: int
     body: list[Stmt]
     path: str  # the file (library-relative)
+    # parameters declared as a DataType value (``DataType inputDtype``): a helper such as
+    # ``IsAiCoreSupport(DataType d)`` tests the dtype its caller passes (``x->GetDataType()``)
+    dtype_params: tuple[str, ...] = ()
 
 
 @dataclass
@@ -408,7 +417,8 @@ class SourceFile:
 _SKIP_HEADS = {"if", "for", "while", "switch", "return", "catch", "sizeof", "decltype"}
 
 
-def _param_names(toks: Sequence[Tok]) -> tuple[str, ...]:
+def _param_names(toks: Sequence[Tok], *, dtype_only: bool = False) -> tuple[str, ...]:
+    """The parameters' names; with ``dtype_only``, only those passed as a DataType value."""
     names: list[str] = []
     depth = 0
     cur: list[str] = []
@@ -420,7 +430,8 @@ def _param_names(toks: Sequence[Tok]) -> tuple[str, ...]:
         if t.text == "," and depth == 0:
             head = cur[:cur.index("=")] if "=" in cur else cur
             ids = [x for x in head if re.fullmatch(r"[A-Za-z_]\w*", x)]
-            if ids and not (len(ids) == 1 and ids[0] == "void"):
+            if ids and not (len(ids) == 1 and ids[0] == "void") and (
+                    not dtype_only or ("DataType" in ids[:-1] and "*" not in head)):
                 names.append(ids[-1])
             cur = []
         else:
@@ -477,7 +488,8 @@ def parse_source(text: str, *, origin: Origin, path: str = "") -> SourceFile:
                 namespace = "l0op" if "l0op" in ns_stack else ""
                 functions.append(Function(name, namespace, static, params, returns,
                                           decl[0].line if decl else toks[i].line,
-                                          _statements(toks, i + 1, close), where))
+                                          _statements(toks, i + 1, close), where,
+                                          _dtype_params(decl)))
                 i = start = close + 1
             else:
                 # an initializer (`= {…}`), class or enum body: up to the ';' after it
@@ -524,6 +536,27 @@ def _function_head(decl: Sequence[Tok]) -> tuple[str, tuple[str, ...], bool, str
     returns = " ".join(x for x in head if x not in ("static", "inline", "extern", "const",
                                                    "constexpr", "[[nodiscard]]"))
     return name, _param_names(decl[open_ + 1:close]), static, returns
+
+
+def _dtype_params(decl: Sequence[Tok]) -> tuple[str, ...]:
+    texts = [t.text for t in decl]
+    if "DataType" not in texts or ")" not in texts:
+        return ()
+    close = len(texts) - 1 - texts[::-1].index(")")
+    open_ = _match_back(texts, close)
+    return _param_names(decl[open_ + 1:close], dtype_only=True) if open_ > 0 else ()
+
+
+def _match_back(texts: Sequence[str], close: int) -> int:
+    depth = 0
+    for j in range(close, -1, -1):
+        if texts[j] == ")":
+            depth += 1
+        elif texts[j] == "(":
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
 
 
 def _dtype_list(decl: Sequence[Tok], lists: dict[str, tuple[str, ...]]) -> None:
@@ -968,6 +1001,9 @@ class _CondParser:
 
     def _dtype_of(self, toks: Sequence[Tok]) -> tuple[str, str] | None:
         texts = [t.text for t in toks]
+        if len(texts) == 1 and texts[0] in self.fn.dtype_params:
+            # the helper's DataType parameter: the caller's argument renames it (_rename)
+            return texts[0], "one"
         if "GetDataType" not in texts:
             return None
         root, pick = _root(toks[:texts.index("GetDataType")])

@@ -29,6 +29,7 @@ from opcheck.scrapers.opapi_sources import parse_kernel_source
 from opcheck.scrapers.rows import Origin
 
 __all__ = [
+    "CALL_PREFIX",
     "CodegenRule",
     "JitRule",
     "PrecisionRule",
@@ -36,6 +37,7 @@ __all__ = [
     "SocRule",
     "parse_acl_default",
     "parse_aclnn_only",
+    "parse_call_checks",
     "parse_codegen",
     "parse_jit_rule",
     "parse_precision",
@@ -431,3 +433,86 @@ def parse_soc_checks(text: str, *, origin: Origin) -> tuple[SocCheck, ...]:
             out.append(SocCheck(fn.name, _line(code, lo + im.start()), fn.line, fn.end_line,
                                 when, im.group(2), fn.param_classes()))
     return tuple(out)
+
+
+def parse_call_checks(text: str, *, origin: Origin) -> tuple[SocCheck, ...]:
+    """The per-call fallbacks of one ``op_plugin/ops/opapi/*.cpp`` file, per kernel function:
+    ``when`` is a ``call:`` condition over the call's tensor lists (below)."""
+    functions = parse_kernel_source(text, origin=origin)
+    code = _blank_comments(text)
+    lines = code.splitlines(keepends=True)
+    offsets = [0]
+    for ln in lines:
+        offsets.append(offsets[-1] + len(ln))
+    out: list[SocCheck] = []
+    for fn in functions:
+        if fn.line - 1 >= len(offsets):
+            continue
+        lo, hi = offsets[fn.line - 1], offsets[min(fn.end_line, len(lines))]
+        body = code[lo:hi]
+        names = [n for _, n in fn.params]
+        for pos, cond, fallback in _if_returns(body):
+            when = _call_expr(cond, names)
+            if when is not None:
+                out.append(SocCheck(fn.name, _line(code, lo + pos), fn.line, fn.end_line,
+                                    when, fallback, fn.param_classes()))
+    return tuple(out)
+
+
+# Per-call fallbacks: the kernel hands a call to PyTorch's per-tensor path when its tensor
+# lists may not take the fused route (PyTorch's ``can_use_fast_route``: lists sharing one
+# dtype and device, dense, no integer promotion by a scalar) or hold integer tensors
+# (``has_integral_tensor(list, include_bool)``). Kept as ``call:`` conditions over the call's
+# dtypes: ``call:!fast_route`` and ``call:integral@N`` / ``call:integral_or_bool@N`` (N: the
+# kernel parameter holding the list), joined by ``||``.
+CALL_PREFIX = "call:"
+_FAST_ROUTE = re.compile(r"!\s*(?:at::native::)?can_use_fast_route\s*\(.*\)", re.S)
+_INTEGRAL = re.compile(r"(?:at::native::)?has_integral_tensor\s*\(\s*(\w+)\s*,\s*(true|false)\s*\)")
+
+
+def _if_returns(body: str) -> list[tuple[int, str, str]]:
+    """``if (cond) { return at::native::f(`` in a function body: (offset, cond, f)."""
+    out: list[tuple[int, str, str]] = []
+    for m in re.finditer(r"\bif\s*\(", body):
+        depth, j = 0, m.end() - 1
+        for j in range(m.end() - 1, len(body)):
+            if body[j] == "(":
+                depth += 1
+            elif body[j] == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+        rm = re.match(r"\s*\{\s*return\s+(at::native::\w+)\s*\(", body[j + 1:])
+        if depth == 0 and rm:
+            out.append((m.start(), body[m.end():j], rm.group(1)))
+    return out
+
+
+def _top_split(text: str, sep: str) -> list[str]:
+    parts, depth, cur = [], 0, 0
+    for k, ch in enumerate(text):
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+        elif depth == 0 and text.startswith(sep, k):
+            parts.append(text[cur:k])
+            cur = k + len(sep)
+    parts.append(text[cur:])
+    return [p.strip() for p in parts if p.strip() != ""]
+
+
+def _call_expr(cond: str, params: list[str]) -> str | None:
+    """A fallback condition over the call's tensor lists, normalized; None when any term
+    reads something else (a SoC, a jit setting, a CANN probe...)."""
+    terms: list[str] = []
+    for term in _top_split(" ".join(cond.split()), "||"):
+        im = _INTEGRAL.fullmatch(term)
+        if _FAST_ROUTE.fullmatch(term):
+            terms.append("!fast_route")
+        elif im and im.group(1) in params:
+            kind = "integral_or_bool" if im.group(2) == "true" else "integral"
+            terms.append(f"{kind}@{params.index(im.group(1))}")
+        else:
+            return None
+    return CALL_PREFIX + "||".join(terms) if terms else None

@@ -5,7 +5,8 @@
 the precision mode), ``NpuVariables.h|.cpp`` (the SoC enum, aclnn-only SoCs) and the op-plugin
 pin's ``codegen/gen.py`` or ``torchnpugen/gen.py`` (the op_api condition of the generated
 wrapper), and the SoC fallbacks in the pin's op_api kernels (``_foreach_*``: PyTorch's per-tensor
-slow path), linked to the ATen overloads they implement. Runs after the release matrix and the
+slow path) and their per-call fallbacks (lists mixing dtypes or holding integer tensors), linked
+to the ATen overloads they implement. Runs after the release matrix and the
 kernels (``ctx.data.releases``).
 """
 
@@ -138,6 +139,7 @@ class KernelPathRules:
                     got = ctx.text(f"{base}/ops/opapi/{n}")
                     if "GetSocVersion" in got.text or "foreach_tensor_" in got.text:
                         checks += [(n, c) for c in ctx.parsed(got, kp.parse_soc_checks)]
+                        checks += [(n, c) for c in ctx.parsed(got, kp.parse_call_checks)]
             except OpcheckError as exc:
                 ctx.failures.append(str(exc))
                 continue
