@@ -206,26 +206,13 @@ def tensor_class() -> Any:
 
         @staticmethod
         def __new__(cls, elem: torch.Tensor) -> Any:
-            # The wrapper's storage is never read (it has no data); its declared size only
-            # bounds the sizes _sync_metadata may give the wrapper when an out= or in-place op
-            # resizes the CPU tensor behind it.
-            r = torch.Tensor._make_wrapper_subclass(
-                cls, elem.size(), strides=elem.stride(),
-                storage_offset=elem.storage_offset(), dtype=elem.dtype, layout=elem.layout,
-                device=_DEVICE_0, requires_grad=elem.requires_grad,
-                storage_size=_WRAPPER_STORAGE_BYTES,
-            )  # fmt: skip
-            r.elem = elem
-            return r
+            return _new_wrapper(cls, elem)
 
         def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
             return f"{self.elem!r}".replace("tensor(", "npu_tensor(", 1)
 
-        @classmethod
-        def __torch_dispatch__(  # type: ignore[override]
-            cls, func: Any, types: Any, args: Any = (), kwargs: Any = None
-        ) -> Any:
-            return dispatch(func, args, kwargs or {})
+        # the body itself, not a method calling it: one Python call less on every op call
+        __torch_dispatch__ = classmethod(_torch_dispatch)  # type: ignore[assignment]
 
         def tolist(self) -> Any:
             # the C++ method refuses subclasses; on a device, tolist copies to the host first
@@ -236,16 +223,36 @@ def tensor_class() -> Any:
             # weights_only, and torch.load(map_location="cuda"/"npu") moves it back
             return self.elem.__reduce_ex__(protocol)  # type: ignore[no-untyped-call]
 
-    _DEVICE_0 = torch.device(DEVICE, 0)
+    _DEVICE_0.append(torch.device(DEVICE, 0))
     _CPU.append(torch.device("cpu"))
+    _TORCH.extend((torch.Tensor, torch.device, torch.strided,
+                   torch.Tensor._make_wrapper_subclass, torch._C._current_autograd_node))
+    _VALUE_TYPES.update((torch.dtype, torch.memory_format, torch.layout))
     _CLASS.append(NpuTensor)
     return NpuTensor
+
+
+def _new_wrapper(cls: Any, elem: Any) -> Any:
+    # The wrapper's storage is never read (it has no data); its declared size only bounds the
+    # sizes _sync_metadata may give the wrapper when an out= or in-place op resizes the CPU
+    # tensor behind it. Arguments at their default are left out: each keyword costs a parse.
+    make = _TORCH[3]
+    offset = elem.storage_offset()
+    if offset or elem.requires_grad or elem.layout is not _TORCH[2]:
+        r = make(cls, elem.size(), strides=elem.stride(), storage_offset=offset,
+                 dtype=elem.dtype, layout=elem.layout, device=_DEVICE_0[0],
+                 requires_grad=elem.requires_grad, storage_size=_WRAPPER_STORAGE_BYTES)  # fmt: skip
+    else:
+        r = make(cls, elem.size(), strides=elem.stride(), dtype=elem.dtype,
+                 device=_DEVICE_0[0], storage_size=_WRAPPER_STORAGE_BYTES)  # fmt: skip
+    r.elem = elem
+    return r
 
 
 def wrap(t: Any) -> Any:
     """An ``npu`` tensor holding the CPU tensor ``t`` (autograd lives on the wrapper)."""
     cls = _CLASS[0] if _CLASS else tensor_class()
-    return cls(t.detach() if t.requires_grad else t)
+    return _new_wrapper(cls, t.detach() if t.requires_grad else t)
 
 
 def _is_device(x: Any) -> bool:
@@ -254,11 +261,10 @@ def _is_device(x: Any) -> bool:
 
 
 def _rewrap(out: Any, inputs: dict[int, Any], on_device: bool) -> Any:
-    import torch
-
-    if type(out) is torch.Tensor and id(out) not in inputs:  # the common case: a new tensor
-        return wrap(out) if on_device else out
-    if isinstance(out, torch.Tensor):
+    tensor = _TORCH[0]
+    if type(out) is tensor and id(out) not in inputs:  # the common case: a new tensor
+        return _new_wrapper(_CLASS[0], out) if on_device else out
+    if isinstance(out, tensor):
         same = inputs.get(id(out))
         if same is not None:  # in-place / out= ops return their argument itself
             return same
@@ -268,44 +274,96 @@ def _rewrap(out: Any, inputs: dict[int, Any], on_device: bool) -> Any:
     return out
 
 
-def _split(args: Any, kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any], dict[int, Any], bool]:
+def _split(args: Any, kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any], dict[int, Any], bool, Any, Any]:
     """One pass over a call's arguments: the arguments with CPU tensors in place of ``npu``
     ones (and the CPU device in place of ``npu``), the tensor arguments by the id of the CPU
-    tensor behind them, and whether any is an ``npu`` tensor."""
+    tensor behind them, whether any is an ``npu`` tensor, and what the recorder keys the call
+    by: its first tensor and a hashable key (the tensors' dtypes, the other arguments' values
+    and types, as ``recorder._scan`` makes it; None when an argument is not a plain value)."""
     cls = _CLASS[0]
     inputs: dict[int, Any] = {}
     touches = False
     plain: list[Any] = []
+    parts: list[Any] | None = []
+    first = None
     for x in args:  # flat arguments inline: this runs on every op call
-        if type(x) is cls:
+        tx = type(x)
+        if tx is cls:
             touches = True
-            inputs[id(x.elem)] = x
-            plain.append(x.elem)
-        elif isinstance(x, _SIMPLE):
+            e = x.elem
+            inputs[id(e)] = x
+            plain.append(e)
+            if parts is not None:
+                parts.append(e.dtype)
+            if first is None:
+                first = x
+        elif tx in _SIMPLE_TYPES:
             plain.append(x)
+            if parts is not None:
+                parts.append((tx, x))  # 1, 1.0 and True are equal keys, not equal arguments
         else:
             v, t = _plain_of(x, inputs)
             touches = touches or t
             plain.append(v)
+            if parts is not None:
+                part, first = _key_of(x, first)
+                if part is _UNKEYED:
+                    parts = None
+                else:
+                    parts.append(part)
     plain_kwargs: dict[str, Any] = {}
-    for k, x in kwargs.items():
-        v, t = _plain_of(x, inputs)
-        touches = touches or t
-        plain_kwargs[k] = v
-    return plain, plain_kwargs, inputs, touches
+    if kwargs:
+        for k, x in kwargs.items():
+            v, t = _plain_of(x, inputs)
+            touches = touches or t
+            plain_kwargs[k] = v
+            if parts is not None:
+                part, first = _key_of(x, first)
+                if part is _UNKEYED:
+                    parts = None
+                else:
+                    parts.append(part)
+        if parts is not None:
+            parts.append(tuple(kwargs))
+    return (plain, plain_kwargs, inputs, touches, first,
+            tuple(parts) if parts is not None else None)
 
 
 _SIMPLE = (int, float, bool, str, type(None))
+_SIMPLE_TYPES = frozenset(_SIMPLE)
+_NO_KWARGS: dict[str, Any] = {}
+_UNKEYED = object()
+
+
+def _key_of(x: Any, first: Any) -> tuple[Any, Any]:
+    """``x``'s part of the call's key (``_UNKEYED`` when it has none) and the call's first
+    tensor so far, as ``recorder._scan`` sees them."""
+    tensor, device = _TORCH[0], _TORCH[1]
+    if isinstance(x, tensor):
+        return x.dtype, first if first is not None else x
+    if isinstance(x, (*_SIMPLE, device)) or type(x) in _VALUE_TYPES:
+        return (type(x), x), first
+    if isinstance(x, (list, tuple)):
+        inner: list[Any] = []
+        for v in x:
+            if isinstance(v, tensor):
+                inner.append(v.dtype)
+                if first is None:
+                    first = v
+            elif isinstance(v, _SIMPLE):
+                inner.append((type(v), v))
+            else:
+                return _UNKEYED, first
+        return tuple(inner), first
+    return _UNKEYED, first
 
 
 def _plain_of(x: Any, inputs: dict[int, Any]) -> tuple[Any, bool]:
-    import torch
-
     cls = _CLASS[0]
     if type(x) is cls:
         inputs[id(x.elem)] = x
         return x.elem, True
-    if isinstance(x, torch.Tensor):
+    if isinstance(x, _TORCH[0]):
         inputs[id(x)] = x
         return x, False
     if isinstance(x, (list, tuple)):
@@ -316,7 +374,7 @@ def _plain_of(x: Any, inputs: dict[int, Any]) -> tuple[Any, bool]:
             touched = touched or t
             out.append(p)
         return type(x)(out), touched
-    if type(x) is torch.device and x.type == DEVICE:
+    if type(x) is _TORCH[1] and x.type == DEVICE:
         return _CPU[0], False
     if isinstance(x, dict):
         pairs = {k: _plain_of(v, inputs) for k, v in x.items()}
@@ -329,14 +387,30 @@ def _plain_of(x: Any, inputs: dict[int, Any]) -> tuple[Any, bool]:
 # in the value makes a reused id harmless)
 _FACTS: dict[int, tuple[Any, bool, Any, bool, Any]] = {}
 _MAIN_THREAD = threading.main_thread().ident
+_get_ident = threading.get_ident
 _CPU: list[Any] = []  # torch.device("cpu"), made once
+_DEVICE_0: list[Any] = []  # torch.device("npu", 0)
+# torch.Tensor, torch.device, torch.strided, Tensor._make_wrapper_subclass,
+# torch._C._current_autograd_node: read on every op call (torch is imported lazily)
+_TORCH: list[Any] = []
+# hashable argument values keyed by value: torch.dtype, torch.memory_format, torch.layout
+_VALUE_TYPES: set[type] = set()
 
 
 def dispatch(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
-    """Run ``func`` on the CPU tensors behind its ``npu`` arguments and record it. Runs on
-    every op call of a run: one pass over the arguments, per-op facts cached."""
+    """Run ``func`` on the CPU tensors behind its ``npu`` arguments and record it."""
+    return _torch_dispatch(None, func, None, args, kwargs)
+
+
+def _torch_dispatch(
+    cls: Any, func: Any, types: Any, args: Any = (), kwargs: dict[str, Any] | None = None
+) -> Any:
+    """The wrapper's ``__torch_dispatch__`` and ``dispatch``. Runs on every op call of a run:
+    one pass over the arguments, per-op facts cached, the common case inline."""
+    if not kwargs:
+        kwargs = _NO_KWARGS
     rec = _SESSION[-1].recorder if _SESSION else None
-    plain, plain_kwargs, inputs, touches = _split(args, kwargs)
+    plain, plain_kwargs, inputs, touches, first, key = _split(args, kwargs)
     dev = kwargs.get("device") if kwargs else None
     # where the outputs live: the ``device`` argument when there is one, else the inputs'
     on_device = _is_device(dev) if dev is not None else touches
@@ -357,16 +431,23 @@ def dispatch(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         # sends the backend a copy_ from the device: a host sync the report counts
         return _run_explicit(rec, func, explicit_key, args, kwargs)
     try:
-        raw = op(*plain, **plain_kwargs)  # the C++ op itself (OpOverload.__call__ is Python)
+        # the C++ op itself (OpOverload.__call__ is Python)
+        raw = op(*plain, **plain_kwargs) if plain_kwargs else op(*plain)
     except BaseException:
         if rec is not None and on_device:
             _record(rec, func, args, kwargs)  # the op the script failed in is still listed
         raise
     if mutable:
         _sync_metadata(inputs)
-    out = _rewrap(raw, inputs, on_device)
+    if type(raw) is _TORCH[0] and id(raw) not in inputs:  # the common case: a new tensor
+        out = _new_wrapper(_CLASS[0], raw) if on_device else raw
+    else:
+        out = _rewrap(raw, inputs, on_device)
     if rec is not None and on_device:
-        _record(rec, func, args, kwargs, out)
+        if not rec.phase and _get_ident() == _MAIN_THREAD:
+            rec.record(func, args, kwargs, out=out, scanned=(first, key))
+        else:
+            _record(rec, func, args, kwargs, out, scanned=(first, key))
     return out
 
 
@@ -390,16 +471,17 @@ def _run_explicit(rec: Recorder, func: Any, key: Any, args: Any, kwargs: Any) ->
 
 
 def _record(
-    rec: Recorder, func: Any, args: Any, kwargs: Any, out: Any = None, *, composite: bool = False
-) -> Signature | None:
-    import torch
-
-    rec.in_node = 1 if torch._C._current_autograd_node() is not None else 0
-    if rec.phase == "" and threading.get_ident() != _MAIN_THREAD:
+    rec: Recorder, func: Any, args: Any, kwargs: Any, out: Any = None, *,
+    composite: bool = False, scanned: tuple[Any, Any] | None = None,
+) -> Signature | None:  # fmt: skip
+    if rec.phase == "" and _get_ident() != _MAIN_THREAD:
         # the autograd engine's device thread outside a patched backward() call
         with _SESSION[-1].phase("backward"):
-            return rec.record(func, args, kwargs, out=out, composite=composite)
-    return rec.record(func, args, kwargs, out=out, composite=composite)
+            rec.in_node = 1 if _TORCH[4]() is not None else 0
+            return rec.record(func, args, kwargs, out=out, composite=composite, scanned=scanned)
+    if rec.phase == "backward":  # where the recorder reads it (engine sums between nodes)
+        rec.in_node = 1 if _TORCH[4]() is not None else 0
+    return rec.record(func, args, kwargs, out=out, composite=composite, scanned=scanned)
 
 
 def _sync_metadata(inputs: dict[int, Any]) -> None:
