@@ -106,24 +106,28 @@ class Recorder:
         return loc
 
     def record(
-        self, func: Any, args: Any, kwargs: Any, *, composite: bool = False, out: Any = None,
-        scanned: tuple[Any, Any] | None = None,
+        self, func: Any, args: Any, kwargs: Any, *, composite: bool = False, out: Any = None
     ) -> Signature | None:
         """Count one call; returns its signature (a composite's outputs are filled in by the
-        caller once its decomposition has run). ``scanned``: the call's first tensor and its
-        key as ``_scan`` makes them, when the caller has walked the arguments already.
+        caller once its decomposition has run)."""
+        tensors, fast = _scan(args, kwargs)
+        return self.record_keyed(func, args, kwargs, out, tensors[0] if tensors else None,
+                                 fast, composite, tensors)  # fmt: skip
+
+    def record_keyed(
+        self, func: Any, args: Any, kwargs: Any, out: Any, first: Any, fast: Any,
+        composite: bool = False, tensors: list[Any] | None = None,
+    ) -> Signature | None:  # fmt: skip
+        """``record`` of a call whose arguments the caller has walked already: ``first`` is
+        its first tensor, ``fast`` a hashable key of it (the tensors' dtypes, the other
+        arguments' types and values, as ``_scan`` makes it; None when an argument is not a
+        plain value).
 
         Runs on every op call of a run: what can be is computed once per op and per distinct
         call (op names, dtype names, signatures, source locations are cached), and a call like
         one recorded before only counts."""
         if not self.enabled:
             return None
-        tensors: list[Any] | None = None
-        if scanned is None:
-            tensors, fast = _scan(args, kwargs)
-            first = tensors[0] if tensors else None
-        else:
-            first, fast = scanned
         memo: tuple[Any, ...] | None = None
         frame = None
         if fast is not None and not self.context:
@@ -131,18 +135,22 @@ class Recorder:
             # signature; the shape is checked below) is a function of this key: a call like one
             # recorded before only counts. The user frame is found by the walk every time, never
             # cached by the torch frame below it (one torch line is reached from many user lines).
-            frame = self._user_frame(sys._getframe(1))
+            frame = sys._getframe(1)  # the walk of _user_frame, inline
+            own = self._own_code
+            while frame is not None:
+                hit = own.get(id(frame.f_code))
+                if hit is None:
+                    frame = self._user_frame(frame)
+                    break
+                if not hit[1]:
+                    break
+                frame = frame.f_back
             phase = self.phase
-            if frame is not None:
-                code = frame.f_code
-                memo = (id(func), fast, tuple(self.parents) if self.parents else (), composite,
-                        self.module_stack[-1] if self.module_stack else phase, phase,
-                        phase == "backward" and not self.in_node, id(code), frame.f_lasti)
-            else:
-                code = None
-                memo = (id(func), fast, tuple(self.parents) if self.parents else (), composite,
-                        self.module_stack[-1] if self.module_stack else phase, phase,
-                        phase == "backward" and not self.in_node, 0, -1)  # fmt: skip
+            code = frame.f_code if frame is not None else None
+            memo = (id(func), fast, tuple(self.parents) if self.parents else (), composite,
+                    self.module_stack[-1] if self.module_stack else phase, phase,
+                    phase == "backward" and not self.in_node, id(code),
+                    frame.f_lasti if frame is not None else -1)  # fmt: skip
             try:
                 seen = self._memo.get(memo)
             except TypeError:  # an argument value that does not hash
@@ -150,10 +158,15 @@ class Recorder:
             if seen is not None and seen[0] is func and seen[1] is code:
                 use, got = seen[3], seen[4]
                 use.count += 1
-                if first is not None and len(use.shapes) < MAX_SAMPLES:  # not in the key
-                    self._add_shape(use, seen[2], first)
                 if got is not None:
                     got.count += 1
+                if first is not None and len(use.shapes) < MAX_SAMPLES:  # not in the key
+                    try:
+                        if (seen[2], first.shape) in self._sizes:
+                            return got
+                    except TypeError:  # symbolic sizes do not hash
+                        pass
+                    self._add_shape(use, seen[2], first)
                 return got
         hit = _NAMES.get(id(func))
         if hit is not None and hit[0] is func:
