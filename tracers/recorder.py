@@ -138,11 +138,11 @@ class Recorder:
             frame = sys._getframe(1)  # the walk of _user_frame, inline
             own = self._own_code
             while frame is not None:
-                hit = own.get(id(frame.f_code))
-                if hit is None:
+                known = own.get(id(frame.f_code))
+                if known is None:
                     frame = self._user_frame(frame)
                     break
-                if not hit[1]:
+                if not known[1]:
                     break
                 frame = frame.f_back
             phase = self.phase
