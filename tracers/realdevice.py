@@ -244,11 +244,11 @@ def _new_wrapper(cls: Any, elem: Any) -> Any:
     offset = elem.storage_offset()
     if offset:
         r = _make_wrapper(cls, elem.size(), strides=elem.stride(), storage_offset=offset,
-                      dtype=elem.dtype, device=_DEVICE_0,
-                      storage_size=_WRAPPER_STORAGE_BYTES)  # fmt: skip
+                          dtype=elem.dtype, device=_DEVICE_0,
+                          storage_size=_WRAPPER_STORAGE_BYTES)  # fmt: skip
     else:
         r = _make_wrapper(cls, elem.size(), strides=elem.stride(), dtype=elem.dtype,
-                      device=_DEVICE_0, storage_size=_WRAPPER_STORAGE_BYTES)  # fmt: skip
+                          device=_DEVICE_0, storage_size=_WRAPPER_STORAGE_BYTES)  # fmt: skip
     r.elem = elem
     return r
 
@@ -283,9 +283,9 @@ def _split(
     """One pass over a call's arguments: the arguments with CPU tensors in place of ``npu``
     ones (and the CPU device in place of ``npu``), the tensor arguments by the id of the CPU
     tensor behind them, whether any is an ``npu`` tensor, and what the recorder keys the call
-    by: its first tensor (the CPU tensor behind it: same shape) and a hashable key (the tensors' dtypes, the other arguments' values
-    and types, in the order ``recorder._scan`` reads them; None when an argument is not a
-    plain value)."""
+    by: its first tensor (the CPU tensor behind it: same shape) and a hashable key (the
+    tensors' dtypes, the other arguments' values and types), the tensor and the key
+    ``recorder._scan`` finds, or None when an argument is not a plain value."""
     cls = _CLASS[0]
     inputs: dict[int, Any] = {}
     touches = False

@@ -353,7 +353,9 @@ def _scan(args: Any, kwargs: Any) -> tuple[list[Any], Any]:
         if isinstance(v, torch.Tensor):
             tensors.append(v)
             parts.append(v.dtype)
-        elif isinstance(v, (*_SCALARS, torch.dtype, torch.device)):
+        # the value types realdevice._split keys too: both find the same key and first tensor
+        elif isinstance(v, (*_SCALARS, torch.dtype, torch.device, torch.memory_format,
+                            torch.layout)):  # fmt: skip
             parts.append((type(v), v))  # 1, 1.0 and True are equal keys, not equal arguments
         elif isinstance(v, (list, tuple)):
             inner: list[Any] = []

@@ -65,6 +65,7 @@ def _workload(steps: int) -> dict[str, int]:
             top, idx = s.topk(2, dim=-1)
             tokens = torch.cat([tokens, idx[:1, :1]], dim=1)  # <growing>
             s.add_(1)
+            _ = torch.empty_like(s), s.t().clone(memory_format=torch.contiguous_format)
             torch.add(top, top, out=top)
             _ = tokens.sum().item()
             _ = torch.arange(i + 1, device=dev).float().mean().cpu()  # <host-copy>
