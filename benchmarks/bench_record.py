@@ -8,9 +8,11 @@ time of this process (``time.process_time``), which a busy shared machine distur
 wall time. Printed per case: plain µs per call, recorded µs per call, the recording cost
 (difference) and the ratio; for the decode loop, the wall time of each, the op calls recorded
 and the cost per recorded call. ``--profile`` prints the top functions of a cProfile run of
-the recorded add loop (where the per-call time goes).
+the recorded add loop (where the per-call time goes). ``--rounds R`` measures every case R
+times, plain and recorded in turn, and prints the minimum and the median of each figure (a
+shared machine's load comes and goes; the minimum is the least disturbed).
 
-Run: .venv/bin/python benchmarks/bench_record.py [--calls 20000] [--profile]
+Run: .venv/bin/python benchmarks/bench_record.py [--calls 20000] [--rounds 5] [--profile]
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import contextlib
 import io
 import runpy
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -74,19 +77,27 @@ def _decode(recorded: bool) -> tuple[float, int]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--profile", action="store_true")
     opts = ap.parse_args()
+    rounds = max(opts.rounds, 1)
     # one thread: process time then counts this thread's work, not idle OpenMP workers spinning
     torch.set_num_threads(1)
-    plain = {k: _per_call(f, opts.calls) for k, f in _cases(lambda t: t).items()}
+    # the plain decode loop first: once the redirection is installed it would ask for "cuda"
     _decode(False)  # warm-up: lazy imports, first-call kernels
-    p_s, _ = _decode(False)
+    p_runs = [_decode(False)[0] for _ in range(rounds)]
     realdevice.install()
     redirect.install(redirect.Findings())  # the decode loop asks for "cuda", as under run
+    plain_cases = _cases(lambda t: t)
+    plains: dict[str, list[float]] = {k: [] for k in plain_cases}
+    recs: dict[str, list[float]] = {k: [] for k in plain_cases}
     session = realdevice.Session(runtime.Recorder())
     with session.active():
         cases = _cases(realdevice.wrap)
-        recorded = {k: _per_call(f, opts.calls) for k, f in cases.items()}
+        for _ in range(rounds):  # plain and recorded in turn: both see the same load
+            for k in plain_cases:
+                plains[k].append(_per_call(plain_cases[k], opts.calls))
+                recs[k].append(_per_call(cases[k], opts.calls))
         if opts.profile:
             import cProfile
             import pstats
@@ -99,16 +110,36 @@ def main() -> None:
             prof.disable()
             pstats.Stats(prof).sort_stats("tottime").print_stats(25)
     _decode(True)  # warm-up: torch imports torch.distributed.tensor on a first subclass copy_
-    r_s, calls = _decode(True)
-    print(f"{'op':24} {'plain us':>9} {'recorded us':>12} {'cost us':>8} {'ratio':>6}")
-    for k in plain:
-        p, r = plain[k], recorded[k]
-        print(f"{k:24} {p:9.1f} {r:12.1f} {r - p:8.1f} {r / p:6.1f}x")
-    costs = [recorded[k] - plain[k] for k in plain]
-    print(f"mean recording cost per op call: {sum(costs) / len(costs):.1f} us")
-    print(f"decode loop (benchmarks/decode_loop.py, in process): plain {p_s:.3f} s, recorded "
-          f"{r_s:.3f} s, ratio {r_s / p_s:.1f}x, {calls} op calls recorded, "
-          f"{(r_s - p_s) / max(calls, 1) * 1e6:.1f} us per recorded call")
+    calls = 0
+    r_runs: list[float] = []
+    for _ in range(rounds):
+        r_s, calls = _decode(True)
+        r_runs.append(r_s)
+
+    def fig(values: list[float], spec: str, pair: bool = False) -> str:
+        if rounds == 1:
+            return format(values[0], spec)
+        lo, mid = values if pair else (min(values), statistics.median(values))
+        return f"{format(lo, spec)} / {format(mid, spec)}"
+
+    if rounds > 1:
+        print(f"{rounds} rounds: min / median of each figure")
+    print(f"{'op':24} {'plain us':>11} {'recorded us':>13} {'cost us':>11} {'ratio':>11}")
+    mean: list[float] = [0.0] * rounds
+    for k in plains:
+        cost = [r - p for p, r in zip(plains[k], recs[k], strict=True)]
+        ratio = [r / p for p, r in zip(plains[k], recs[k], strict=True)]
+        mean = [m + c / len(plains) for m, c in zip(mean, cost, strict=True)]
+        print(f"{k:24} {fig(plains[k], '.1f'):>11} {fig(recs[k], '.1f'):>13} "
+              f"{fig(cost, '.1f'):>11} {fig(ratio, '.1f'):>10}x")  # fmt: skip
+    print(f"mean recording cost per op call: {fig(mean, '.1f')} us")
+    # the plain runs all come before the recorded ones: figures of the minima, of the medians
+    lo, mid = (min(p_runs), min(r_runs)), (statistics.median(p_runs), statistics.median(r_runs))
+    ratio = [r / p for p, r in (lo, mid)]
+    per = [(r - p) / max(calls, 1) * 1e6 for p, r in (lo, mid)]
+    print(f"decode loop (benchmarks/decode_loop.py, in process): plain {fig(p_runs, '.3f')} s, "
+          f"recorded {fig(r_runs, '.3f')} s, ratio {fig(ratio, '.1f', True)}x, {calls} op calls "
+          f"recorded, {fig(per, '.1f', True)} us per recorded call")
 
 
 if __name__ == "__main__":

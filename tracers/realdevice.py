@@ -206,26 +206,13 @@ def tensor_class() -> Any:
 
         @staticmethod
         def __new__(cls, elem: torch.Tensor) -> Any:
-            # The wrapper's storage is never read (it has no data); its declared size only
-            # bounds the sizes _sync_metadata may give the wrapper when an out= or in-place op
-            # resizes the CPU tensor behind it.
-            r = torch.Tensor._make_wrapper_subclass(
-                cls, elem.size(), strides=elem.stride(),
-                storage_offset=elem.storage_offset(), dtype=elem.dtype, layout=elem.layout,
-                device=_DEVICE_0, requires_grad=elem.requires_grad,
-                storage_size=_WRAPPER_STORAGE_BYTES,
-            )  # fmt: skip
-            r.elem = elem
-            return r
+            return _new_wrapper(cls, elem)
 
         def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
             return f"{self.elem!r}".replace("tensor(", "npu_tensor(", 1)
 
-        @classmethod
-        def __torch_dispatch__(  # type: ignore[override]
-            cls, func: Any, types: Any, args: Any = (), kwargs: Any = None
-        ) -> Any:
-            return dispatch(func, args, kwargs or {})
+        # the body itself, not a method calling it: one Python call less on every op call
+        __torch_dispatch__ = classmethod(_torch_dispatch)  # type: ignore[assignment]
 
         def tolist(self) -> Any:
             # the C++ method refuses subclasses; on a device, tolist copies to the host first
@@ -236,16 +223,39 @@ def tensor_class() -> Any:
             # weights_only, and torch.load(map_location="cuda"/"npu") moves it back
             return self.elem.__reduce_ex__(protocol)  # type: ignore[no-untyped-call]
 
-    _DEVICE_0 = torch.device(DEVICE, 0)
-    _CPU.append(torch.device("cpu"))
+    global _Tensor, _Device, _DEVICE_0, _CPU_DEVICE, _make_wrapper, _autograd_node
+    _Tensor, _Device = torch.Tensor, torch.device
+    _DEVICE_0, _CPU_DEVICE = torch.device(DEVICE, 0), torch.device("cpu")
+    _make_wrapper = torch.Tensor._make_wrapper_subclass
+    _autograd_node = torch._C._current_autograd_node
+    _VALUE_TYPES.update((torch.dtype, torch.memory_format, torch.layout))
     _CLASS.append(NpuTensor)
     return NpuTensor
 
 
+def _new_wrapper(cls: Any, elem: Any) -> Any:
+    # The wrapper's storage is never read (it has no data); its declared size only bounds the
+    # sizes _sync_metadata may give the wrapper when an out= or in-place op resizes the CPU
+    # tensor behind it. Arguments at their default are left out: each keyword costs a parse
+    # (the layout is strided: the strides are read; requires_grad is False: autograd lives on
+    # the wrapper, the CPU tensor is detached).
+    if elem.requires_grad:
+        elem = elem.detach()
+    offset = elem.storage_offset()
+    if offset:
+        r = _make_wrapper(cls, elem.size(), strides=elem.stride(), storage_offset=offset,
+                          dtype=elem.dtype, device=_DEVICE_0,
+                          storage_size=_WRAPPER_STORAGE_BYTES)  # fmt: skip
+    else:
+        r = _make_wrapper(cls, elem.size(), strides=elem.stride(), dtype=elem.dtype,
+                          device=_DEVICE_0, storage_size=_WRAPPER_STORAGE_BYTES)  # fmt: skip
+    r.elem = elem
+    return r
+
+
 def wrap(t: Any) -> Any:
     """An ``npu`` tensor holding the CPU tensor ``t`` (autograd lives on the wrapper)."""
-    cls = _CLASS[0] if _CLASS else tensor_class()
-    return cls(t.detach() if t.requires_grad else t)
+    return _new_wrapper(_CLASS[0] if _CLASS else tensor_class(), t)
 
 
 def _is_device(x: Any) -> bool:
@@ -254,74 +264,140 @@ def _is_device(x: Any) -> bool:
 
 
 def _rewrap(out: Any, inputs: dict[int, Any], on_device: bool) -> Any:
-    import torch
-
-    if type(out) is torch.Tensor and id(out) not in inputs:  # the common case: a new tensor
-        return wrap(out) if on_device else out
-    if isinstance(out, torch.Tensor):
+    tensor = _Tensor
+    if type(out) is tensor and id(out) not in inputs:  # the common case: a new tensor
+        return _new_wrapper(_CLASS[0], out) if on_device else out
+    if isinstance(out, tensor):
         same = inputs.get(id(out))
         if same is not None:  # in-place / out= ops return their argument itself
             return same
         return wrap(out) if on_device else out
     if isinstance(out, (list, tuple)):
-        return type(out)(_rewrap(v, inputs, on_device) for v in out)
+        return type(out)([_rewrap(v, inputs, on_device) for v in out])
     return out
 
 
-def _split(args: Any, kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any], dict[int, Any], bool]:
+def _split(
+    args: Any, kwargs: dict[str, Any]
+) -> tuple[list[Any], dict[str, Any], dict[int, Any], bool, Any, Any]:
     """One pass over a call's arguments: the arguments with CPU tensors in place of ``npu``
     ones (and the CPU device in place of ``npu``), the tensor arguments by the id of the CPU
-    tensor behind them, and whether any is an ``npu`` tensor."""
+    tensor behind them, whether any is an ``npu`` tensor, and what the recorder keys the call
+    by: its first tensor (the CPU tensor behind it: same shape) and a hashable key (the
+    tensors' dtypes, the other arguments' values and types), the tensor and the key
+    ``recorder._scan`` finds, or None when an argument is not a plain value."""
     cls = _CLASS[0]
     inputs: dict[int, Any] = {}
     touches = False
     plain: list[Any] = []
+    parts: list[Any] | None = []
+    first = None
     for x in args:  # flat arguments inline: this runs on every op call
-        if type(x) is cls:
+        tx = type(x)
+        if tx is cls:
             touches = True
-            inputs[id(x.elem)] = x
-            plain.append(x.elem)
-        elif isinstance(x, _SIMPLE):
+            e = x.elem
+            inputs[id(e)] = x
+            plain.append(e)
+            if parts is not None:
+                parts.append(e.dtype)
+            if first is None:
+                first = e  # its shape is the wrapper's, and reads faster
+        elif tx in _SIMPLE_TYPES:
             plain.append(x)
+            if parts is not None:
+                parts.append((tx, x))  # 1, 1.0 and True are equal keys, not equal arguments
+        elif tx is _Tensor:  # a host tensor, e.g. the wrapped scalar of ``a * 0.5``
+            inputs[id(x)] = x
+            plain.append(x)
+            if parts is not None:
+                parts.append(x.dtype)
+            if first is None:
+                first = x
         else:
-            v, t = _plain_of(x, inputs)
-            touches = touches or t
+            v, t, part, first = _arg(x, inputs, first)
             plain.append(v)
+            if t:
+                touches = True
+            if parts is not None:
+                if part is _UNKEYED:
+                    parts = None
+                else:
+                    parts.append(part)
     plain_kwargs: dict[str, Any] = {}
-    for k, x in kwargs.items():
-        v, t = _plain_of(x, inputs)
-        touches = touches or t
-        plain_kwargs[k] = v
-    return plain, plain_kwargs, inputs, touches
+    if kwargs:
+        for k, x in kwargs.items():
+            v, t, part, first = _arg(x, inputs, first)
+            plain_kwargs[k] = v
+            if t:
+                touches = True
+            if parts is not None:
+                if part is _UNKEYED:
+                    parts = None
+                else:
+                    parts.append(part)
+        if parts is not None:
+            parts.append(tuple(kwargs))
+    return plain, plain_kwargs, inputs, touches, first, tuple(parts) if parts is not None else None
 
 
 _SIMPLE = (int, float, bool, str, type(None))
+_SIMPLE_TYPES = frozenset(_SIMPLE)
+_NO_KWARGS: dict[str, Any] = {}
+_UNKEYED = object()
 
 
-def _plain_of(x: Any, inputs: dict[int, Any]) -> tuple[Any, bool]:
-    import torch
-
+def _arg(x: Any, inputs: dict[int, Any], first: Any) -> tuple[Any, bool, Any, Any]:
+    """One argument of ``_split`` other than an ``npu`` tensor or a Python scalar: its value
+    with CPU tensors in place of ``npu`` ones, whether it holds an ``npu`` tensor, its part of
+    the call's key (``_UNKEYED``: none) and the call's first tensor so far."""
     cls = _CLASS[0]
     if type(x) is cls:
-        inputs[id(x.elem)] = x
-        return x.elem, True
-    if isinstance(x, torch.Tensor):
+        e = x.elem
+        inputs[id(e)] = x
+        return e, True, e.dtype, e if first is None else first
+    if isinstance(x, _Tensor):  # a host tensor, e.g. the wrapped scalar of ``a * 0.5``
         inputs[id(x)] = x
-        return x, False
+        return x, False, x.dtype, x if first is None else first
     if isinstance(x, (list, tuple)):
         touched = False
-        out = []
+        out: list[Any] = []
+        inner: list[Any] | None = []
         for v in x:
-            p, t = _plain_of(v, inputs)
-            touched = touched or t
-            out.append(p)
-        return type(x)(out), touched
-    if type(x) is torch.device and x.type == DEVICE:
-        return _CPU[0], False
+            if type(v) is cls:
+                touched = True
+                e = v.elem
+                inputs[id(e)] = v
+                out.append(e)
+                if inner is not None:
+                    inner.append(e.dtype)
+                if first is None:
+                    first = e
+            elif isinstance(v, _SIMPLE):
+                out.append(v)
+                if inner is not None:
+                    inner.append((type(v), v))
+            else:
+                p, t, part, first = _arg(v, inputs, first)
+                touched = touched or t
+                out.append(p)
+                if inner is not None and isinstance(v, _Tensor):
+                    inner.append(part)
+                else:  # nested deeper than one list: not keyed, as _scan
+                    inner = None
+        return type(x)(out), touched, tuple(inner) if inner is not None else _UNKEYED, first
+    if type(x) is _Device and x.type == DEVICE:
+        return _CPU_DEVICE, False, (_Device, x), first
+    if isinstance(x, (*_SIMPLE, _Device)) or type(x) in _VALUE_TYPES:
+        return x, False, (type(x), x), first
     if isinstance(x, dict):
-        pairs = {k: _plain_of(v, inputs) for k, v in x.items()}
-        return {k: p for k, (p, _) in pairs.items()}, any(t for _, t in pairs.values())
-    return x, False
+        touched = False
+        out_dict: dict[Any, Any] = {}
+        for k, v in x.items():
+            out_dict[k], t, _, first = _arg(v, inputs, first)
+            touched = touched or t
+        return out_dict, touched, _UNKEYED, first
+    return x, False, _UNKEYED, first
 
 
 # id(op) -> (op, CompositeImplicitAutograd, _EXPLICIT key, mutable, the C++ callable): per-op
@@ -329,14 +405,32 @@ def _plain_of(x: Any, inputs: dict[int, Any]) -> tuple[Any, bool]:
 # in the value makes a reused id harmless)
 _FACTS: dict[int, tuple[Any, bool, Any, bool, Any]] = {}
 _MAIN_THREAD = threading.main_thread().ident
-_CPU: list[Any] = []  # torch.device("cpu"), made once
+_get_ident = threading.get_ident
+# What every op call reads of torch, set with the wrapper class (torch is imported lazily)
+_Tensor: Any = None
+_Device: Any = None
+_DEVICE_0: Any = None  # torch.device("npu", 0)
+_CPU_DEVICE: Any = None  # torch.device("cpu")
+_make_wrapper: Any = None  # torch.Tensor._make_wrapper_subclass
+_autograd_node: Any = None  # torch._C._current_autograd_node
+# hashable argument values keyed by value: torch.dtype, torch.memory_format, torch.layout
+_VALUE_TYPES: set[type] = set()
 
 
 def dispatch(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
-    """Run ``func`` on the CPU tensors behind its ``npu`` arguments and record it. Runs on
-    every op call of a run: one pass over the arguments, per-op facts cached."""
+    """Run ``func`` on the CPU tensors behind its ``npu`` arguments and record it."""
+    return _torch_dispatch(None, func, None, args, kwargs)
+
+
+def _torch_dispatch(
+    cls: Any, func: Any, types: Any, args: Any = (), kwargs: dict[str, Any] | None = None
+) -> Any:
+    """The wrapper's ``__torch_dispatch__`` and ``dispatch``. Runs on every op call of a run:
+    one pass over the arguments, per-op facts cached, the common case inline."""
+    if not kwargs:
+        kwargs = _NO_KWARGS
     rec = _SESSION[-1].recorder if _SESSION else None
-    plain, plain_kwargs, inputs, touches = _split(args, kwargs)
+    plain, plain_kwargs, inputs, touches, first, key = _split(args, kwargs)
     dev = kwargs.get("device") if kwargs else None
     # where the outputs live: the ``device`` argument when there is one, else the inputs'
     on_device = _is_device(dev) if dev is not None else touches
@@ -357,16 +451,26 @@ def dispatch(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         # sends the backend a copy_ from the device: a host sync the report counts
         return _run_explicit(rec, func, explicit_key, args, kwargs)
     try:
-        raw = op(*plain, **plain_kwargs)  # the C++ op itself (OpOverload.__call__ is Python)
+        # the C++ op itself (OpOverload.__call__ is Python)
+        raw = op(*plain, **plain_kwargs) if plain_kwargs else op(*plain)
     except BaseException:
         if rec is not None and on_device:
             _record(rec, func, args, kwargs)  # the op the script failed in is still listed
         raise
     if mutable:
         _sync_metadata(inputs)
-    out = _rewrap(raw, inputs, on_device)
+    if type(raw) is _Tensor and id(raw) not in inputs:  # the common case: a new tensor
+        out = _new_wrapper(_CLASS[0], raw) if on_device else raw
+    elif on_device and type(raw) is tuple:  # values and indices (topk, max.dim, sort...)
+        out = tuple([_new_wrapper(_CLASS[0], v) if type(v) is _Tensor and id(v) not in inputs
+                     else _rewrap(v, inputs, on_device) for v in raw])  # fmt: skip
+    else:
+        out = _rewrap(raw, inputs, on_device)
     if rec is not None and on_device:
-        _record(rec, func, args, kwargs, out)
+        if not rec.phase and _get_ident() == _MAIN_THREAD:
+            rec.record_keyed(func, args, kwargs, out, first, key)
+        else:
+            _record(rec, func, args, kwargs, out, scanned=(first, key))
     return out
 
 
@@ -390,16 +494,19 @@ def _run_explicit(rec: Recorder, func: Any, key: Any, args: Any, kwargs: Any) ->
 
 
 def _record(
-    rec: Recorder, func: Any, args: Any, kwargs: Any, out: Any = None, *, composite: bool = False
-) -> Signature | None:
-    import torch
-
-    rec.in_node = 1 if torch._C._current_autograd_node() is not None else 0
-    if rec.phase == "" and threading.get_ident() != _MAIN_THREAD:
+    rec: Recorder, func: Any, args: Any, kwargs: Any, out: Any = None, *,
+    composite: bool = False, scanned: tuple[Any, Any] | None = None,
+) -> Signature | None:  # fmt: skip
+    """Record a call on the device; ``scanned``: its first tensor and key (``_split``)."""
+    if rec.phase == "" and _get_ident() != _MAIN_THREAD:
         # the autograd engine's device thread outside a patched backward() call
         with _SESSION[-1].phase("backward"):
-            return rec.record(func, args, kwargs, out=out, composite=composite)
-    return rec.record(func, args, kwargs, out=out, composite=composite)
+            return _record(rec, func, args, kwargs, out, composite=composite, scanned=scanned)
+    if rec.phase == "backward":  # where the recorder reads it (the engine's sums between nodes)
+        rec.in_node = 1 if _autograd_node() is not None else 0
+    if scanned is None:
+        return rec.record(func, args, kwargs, out=out, composite=composite)
+    return rec.record_keyed(func, args, kwargs, out, scanned[0], scanned[1], composite)
 
 
 def _sync_metadata(inputs: dict[int, Any]) -> None:

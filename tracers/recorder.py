@@ -62,27 +62,36 @@ class Recorder:
         self.in_node = 0  # >0 while an autograd node's backward formula runs
         self._torch_dirs = _torch_dirs()
         # per-call work done once (record() runs on every op call of a run)
-        self._own_code: dict[Any, bool] = {}  # code object -> torch's or the tracer's
+        # id(code object) -> (code, torch's or the tracer's): by id, as a code object hashes
+        # its contents on every lookup; the code kept in the value keeps its id unique
+        self._own_code: dict[int, tuple[Any, bool]] = {}
         self._locations: dict[tuple[Any, int], str] = {}
         self._signatures: dict[Any, Signature | None] = {}  # (record, _scan key) -> signature
         self._sig_index: dict[tuple[str, tuple[str, ...]], dict[str, Signature]] = {}
         self._api_seen: set[tuple[int, Any, int]] = set()
         self._sizes: set[tuple[Any, Any]] = set()  # (record, first tensor's size) seen
+        # a call exactly like one recorded before (same op, _scan key, parents, module path,
+        # phase, and the same instruction of the same user frame) adds nothing but counts:
+        # memo key -> (op, user code, record key, record, signature); the op and the code are
+        # kept in the value, so an id reused after they are freed never matches
+        self._memo: dict[tuple[Any, ...], tuple[Any, Any, Any, OpUse, Signature | None]] = {}
 
     def user_frame(self) -> Any:
         """Innermost frame outside torch and opcheck's tracer: the user's call site."""
-        f = sys._getframe(1)
+        return self._user_frame(sys._getframe(1))
+
+    def _user_frame(self, f: Any) -> Any:
         own = self._own_code
         while f is not None:
             code = f.f_code
-            mine = own.get(code)
-            if mine is None:
+            hit = own.get(id(code))
+            if hit is None:
                 fn = code.co_filename
-                mine = own[code] = (fn.startswith(self._torch_dirs) or fn.startswith(_TRACER_DIR)
-                                    or fn.startswith("<"))  # fmt: skip
-            if not mine:
+                hit = own[id(code)] = (code, fn.startswith(self._torch_dirs)
+                                       or fn.startswith(_TRACER_DIR) or fn.startswith("<"))
+            if not hit[1]:
                 return f
-            f = f.f_back  # type: ignore[assignment]
+            f = f.f_back
         return None
 
     def location(self) -> str:
@@ -100,12 +109,65 @@ class Recorder:
         self, func: Any, args: Any, kwargs: Any, *, composite: bool = False, out: Any = None
     ) -> Signature | None:
         """Count one call; returns its signature (a composite's outputs are filled in by the
-        caller once its decomposition has run).
+        caller once its decomposition has run)."""
+        tensors, fast = _scan(args, kwargs)
+        return self.record_keyed(func, args, kwargs, out, tensors[0] if tensors else None,
+                                 fast, composite, tensors)  # fmt: skip
+
+    def record_keyed(
+        self, func: Any, args: Any, kwargs: Any, out: Any, first: Any, fast: Any,
+        composite: bool = False, tensors: list[Any] | None = None,
+    ) -> Signature | None:  # fmt: skip
+        """``record`` of a call whose arguments the caller has walked already: ``first`` is
+        its first tensor, ``fast`` a hashable key of it (the tensors' dtypes, the other
+        arguments' types and values, as ``_scan`` makes it; None when an argument is not a
+        plain value).
 
         Runs on every op call of a run: what can be is computed once per op and per distinct
-        call (op names, dtype names, signatures, source locations are cached)."""
+        call (op names, dtype names, signatures, source locations are cached), and a call like
+        one recorded before only counts."""
         if not self.enabled:
             return None
+        memo: tuple[Any, ...] | None = None
+        frame = None
+        if fast is not None and not self.context:
+            # What a call adds besides its counts (dtypes, module path, location, API,
+            # signature; the shape is checked below) is a function of this key: a call like one
+            # recorded before only counts. The user frame is found by the walk every time, never
+            # cached by the torch frame below it (one torch line is reached from many user lines).
+            frame = sys._getframe(1)  # the walk of _user_frame, inline
+            own = self._own_code
+            while frame is not None:
+                known = own.get(id(frame.f_code))
+                if known is None:
+                    frame = self._user_frame(frame)
+                    break
+                if not known[1]:
+                    break
+                frame = frame.f_back
+            phase = self.phase
+            code = frame.f_code if frame is not None else None
+            memo = (id(func), fast, tuple(self.parents) if self.parents else (), composite,
+                    self.module_stack[-1] if self.module_stack else phase, phase,
+                    phase == "backward" and not self.in_node, id(code),
+                    frame.f_lasti if frame is not None else -1)  # fmt: skip
+            try:
+                seen = self._memo.get(memo)
+            except TypeError:  # an argument value that does not hash
+                seen, memo = None, None
+            if seen is not None and seen[0] is func and seen[1] is code:
+                use, got = seen[3], seen[4]
+                use.count += 1
+                if got is not None:
+                    got.count += 1
+                if first is not None and len(use.shapes) < MAX_SAMPLES:  # not in the key
+                    try:
+                        if (seen[2], first.shape) in self._sizes:
+                            return got
+                    except TypeError:  # symbolic sizes do not hash
+                        pass
+                    self._add_shape(use, seen[2], first)
+                return got
         hit = _NAMES.get(id(func))
         if hit is not None and hit[0] is func:
             name = hit[1]
@@ -114,6 +176,20 @@ class Recorder:
             _NAMES[id(func)] = (func, name)
         if name is None:
             return None
+        if tensors is None:  # the caller's key is the memo's; the signature cache keys by _scan
+            tensors, fast = _scan(args, kwargs)
+        key, use, got = self._record_new(name, func, args, kwargs, composite, out, tensors,
+                                         fast, frame)  # fmt: skip
+        if memo is not None and len(self._memo) < MAX_CACHED_CALLS:
+            self._memo[memo] = (func, frame.f_code if frame is not None else None, key, use, got)
+        return got
+
+    def _record_new(
+        self, name: str, func: Any, args: Any, kwargs: Any, composite: bool, out: Any,
+        tensors: list[Any], fast: Any, frame: Any,
+    ) -> tuple[tuple[str, tuple[str, ...]], OpUse, Signature | None]:  # fmt: skip
+        """``record`` of a call unlike any recorded before (or not keyed): the record key, the
+        record and the signature the call counts under."""
         if self.context:
             name = _renamed(self.context[-1], name, args)
         elif self.phase == "backward" and not self.in_node and name == "aten::add.Tensor":
@@ -134,7 +210,6 @@ class Recorder:
                 if parent is not None and len(parent.children) < MAX_CHILDREN:
                     parent.children.append(name)
         use.count += 1
-        tensors, fast = _scan(args, kwargs)
         cache_key = (key, fast) if fast is not None else None
         known = self._signatures.get(cache_key, _UNSEEN) if cache_key is not None else _UNSEEN
         # a call like one seen before (same dtypes and arguments) adds no dtype
@@ -144,23 +219,12 @@ class Recorder:
                 if d not in use.dtypes and len(use.dtypes) < MAX_SAMPLES:
                     use.dtypes.append(d)
         if tensors and len(use.shapes) < MAX_SAMPLES:
-            size = tensors[0].shape
-            try:
-                seen = (key, size) in self._sizes
-            except TypeError:  # symbolic sizes do not hash
-                seen = False
-            if not seen:
-                first_shape = _shape(tensors[0])
-                if first_shape not in use.shapes:
-                    use.shapes.append(first_shape)
-                with contextlib.suppress(TypeError):
-                    self._sizes.add((key, size))
+            self._add_shape(use, key, tensors[0])
         where = self.module_stack[-1] if self.module_stack else self.phase
         if where and len(use.modules) < MAX_SAMPLES and where not in use.modules:
             use.modules.append(where)
-        frame = None
         if len(use.locations) < MAX_SAMPLES:
-            frame = self.user_frame()
+            frame = frame or self.user_frame()
             if frame is not None:
                 loc = self._where(frame)
                 if loc not in use.locations:
@@ -182,7 +246,20 @@ class Recorder:
                             got.apis.append(api)
         if new and self.stream is not None:
             self.stream.op(use)
-        return got
+        return key, use, got
+
+    def _add_shape(self, use: OpUse, key: tuple[str, tuple[str, ...]], first: Any) -> None:
+        size = first.shape
+        try:
+            seen = (key, size) in self._sizes
+        except TypeError:  # symbolic sizes do not hash
+            seen = False
+        if not seen:
+            first_shape = _shape(first)
+            if first_shape not in use.shapes:
+                use.shapes.append(first_shape)
+            with contextlib.suppress(TypeError):
+                self._sizes.add((key, size))
 
     def _signature_of(self, use: OpUse, key: tuple[str, tuple[str, ...]], func: Any, args: Any,
                       kwargs: Any, out: Any, cache_key: Any) -> Signature | None:  # fmt: skip
@@ -276,7 +353,9 @@ def _scan(args: Any, kwargs: Any) -> tuple[list[Any], Any]:
         if isinstance(v, torch.Tensor):
             tensors.append(v)
             parts.append(v.dtype)
-        elif isinstance(v, (*_SCALARS, torch.dtype, torch.device)):
+        # the value types realdevice._split keys too: both find the same key and first tensor
+        elif isinstance(v, (*_SCALARS, torch.dtype, torch.device, torch.memory_format,
+                            torch.layout)):  # fmt: skip
             parts.append((type(v), v))  # 1, 1.0 and True are equal keys, not equal arguments
         elif isinstance(v, (list, tuple)):
             inner: list[Any] = []
