@@ -512,8 +512,11 @@ def verify_isolated(
         child = sandbox.run_module("opcheck.contrib.verify", [str(req), str(out)], cwd=tmp,
                                    timeout=timeout, memory_mb=memory_mb)
         if child.returncode is None:
-            result.problems.append(f"{entry.id}: timed out after {timeout:g} s (a loop in "
-                                   "inputs() or replacement() that does not end?)")
+            result.problems.append(
+                f"{entry.id}: timed out after {timeout:g} s (a loop in inputs() or "
+                "replacement() that does not end?)" if child.started else
+                f"{entry.id}: its process did not finish importing torch within "
+                f"{sandbox.STARTUP_LIMIT:g} s (is the machine overloaded?)")
             result.seconds = time.perf_counter() - start
             return result
         tail = child.stderr[-4000:]

@@ -440,14 +440,16 @@ def sharing() -> bool:
 
 def run_module(module: str, args: Sequence[str], *, cwd: str, timeout: float,
                memory_mb: int) -> ChildRun:
-    """``python -m module args`` under :func:`run_limited`'s limits, with warnings off; forked
-    from the template instead while a :func:`shared_imports` block is open."""
+    """``python -m module args`` under :func:`run_limited`'s limits, with warnings off, the
+    timeout counted once torch is imported (run by the worker, ``--module``); forked from the
+    template instead while a :func:`shared_imports` block is open."""
     server = _active
     if server is not None:
         return server.run_module(module, args, cwd=cwd, timeout=timeout, memory_mb=memory_mb)
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return run_limited([sys.executable, "-m", module, *args], cwd=cwd, env=env,
-                       timeout=timeout, memory_mb=memory_mb)
+    return run_limited([sys.executable, "-m", "opcheck.tracers.worker", "--module", module,
+                        *args], cwd=cwd, env=env, timeout=timeout, memory_mb=memory_mb,
+                       signals_ready=True)
 
 
 @contextmanager

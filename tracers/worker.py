@@ -256,6 +256,11 @@ if __name__ == "__main__":
         sys.exit(template(sys.argv[2:]))
     ahead = sys.argv[1:2] == ["--ahead"]  # started early (sandbox.WorkerAhead)
     _imported()
+    if sys.argv[1:2] == ["--module"] and len(sys.argv) > 2:  # sandbox.run_module, fresh
+        code = _run_module(sys.argv[2], sys.argv[3:])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     if ahead:
         if sys.stdin.readline().strip() != "go":
             os._exit(0)  # the caller never needed a trace
