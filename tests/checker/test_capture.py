@@ -20,7 +20,6 @@ import pytest
 from opcheck.checker.capture import capture_basis, capture_text
 from opcheck.checker.usecase import CheckRequest, CheckUseCase, Recorded
 from opcheck.core.oplist import OpList
-from opcheck.core.paths import cache_dir
 from opcheck.db.catalog import Catalog
 from opcheck.db.data import CatalogData, ReleaseRec
 from opcheck.db.engine import make_engine
@@ -55,9 +54,7 @@ def cap_path(bundled_catalog: Path, upstream: Path,
     data = CatalogData()
     data.releases = [ReleaseRec(r.torch_npu, r.torch, tag=r.tag, sort_key=r.sort_key)
                      for r in bundled.releases]
-    # the session's parse cache (tests/conftest.py), as `opcheck sync` uses it: the full
-    # sync of tests/sync/conftest.py reads these files back instead of parsing them again
-    ctx = SyncContext(MirrorSource(upstream), parse_cache=cache_dir() / "parsed")
+    ctx = SyncContext(MirrorSource(upstream))
     ctx.data = data
     CaptureRules().collect(ctx)
     assert ctx.failures == [] and data.capture_rules

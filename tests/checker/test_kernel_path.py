@@ -38,7 +38,7 @@ RELEASE = "2.6.0.post5"  # a tag of the 2.6 line, mirrored with its op-plugin pi
 @pytest.fixture(scope="module")
 def cat_path(upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     from opcheck.contrib.workarounds import attach
-    from opcheck.core.paths import cache_dir, snapshot_dir
+    from opcheck.core.paths import snapshot_dir
     from opcheck.db.build import write_catalog
     from opcheck.db.snapshot import read_snapshot
     from opcheck.sync.context import SyncContext
@@ -47,9 +47,7 @@ def cat_path(upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     data = read_snapshot(snapshot_dir())
     attach(data)
-    # the session's parse cache (tests/conftest.py), as `opcheck sync` uses it: the full
-    # sync of tests/sync/conftest.py reads these files back instead of parsing them again
-    ctx = SyncContext(MirrorSource(upstream), workers=0, parse_cache=cache_dir() / "parsed")
+    ctx = SyncContext(MirrorSource(upstream), workers=0)
     ctx.data = data
     KernelPathRules().collect(ctx)
     assert not ctx.failures, ctx.failures

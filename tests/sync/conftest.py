@@ -12,15 +12,8 @@ from opcheck.sync.sources import MirrorSource
 
 @pytest.fixture(scope="session")
 def upstream_synced(upstream: Path) -> SyncResult:
-    """``collect`` over ../shared/upstream (skips without it or without torch's op universe).
-
-    With the session's parse cache (tests/conftest.py: a fresh folder per run), as
-    ``opcheck sync`` uses it: files an earlier real-mirror sync of this run parsed
-    (tests/scrapers/test_changed_formats.py) are read back instead of parsed again; the rest
-    are parsed here, cold."""
-    from opcheck.core.paths import cache_dir
-
+    """``collect`` over ../shared/upstream (skips without it or without torch's op universe)."""
     universe = installed_universe()
     if universe is None:
         pytest.skip("the op universe comes from the installed torch (opcheck[trace])")
-    return collect(MirrorSource(upstream), universe=universe, parse_cache=cache_dir() / "parsed")
+    return collect(MirrorSource(upstream), universe=universe)
