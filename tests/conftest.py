@@ -17,21 +17,27 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 UPSTREAM = (ROOT.parent / "shared" / "upstream").resolve()
 
 
-_OWN_CACHE: list[str] = []
+_OWN_CACHE: list[tuple[str, str]] = []  # (environment variable, the folder this run made)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """One cache directory for the whole run (the catalog built on first use, sync's parse
     cache), shared with the subprocesses tests start: a run never reads or writes the user's
-    ~/.cache/opcheck, so a warm cache there cannot make a test pass that fails on CI."""
-    if "OPCHECK_CACHE_DIR" not in os.environ:
-        _OWN_CACHE.append(tempfile.mkdtemp(prefix="opcheck-test-cache-"))
-        os.environ["OPCHECK_CACHE_DIR"] = _OWN_CACHE[0]
+    ~/.cache/opcheck, so a warm cache there cannot make a test pass that fails on CI.
+
+    Likewise one build folder for the C++ recording backend
+    (tests/fixtures/tracers/cpp_backend_run.py): four modules run it, and each compile of the
+    same source costs ~30 s."""
+    for var, prefix in (("OPCHECK_CACHE_DIR", "opcheck-test-cache-"),
+                        ("OPCHECK_TEST_BACKEND_BUILD", "opcheck-test-backend-")):
+        if var not in os.environ:
+            _OWN_CACHE.append((var, tempfile.mkdtemp(prefix=prefix)))
+            os.environ[var] = _OWN_CACHE[-1][1]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for path in _OWN_CACHE:
-        os.environ.pop("OPCHECK_CACHE_DIR", None)
+    for var, path in _OWN_CACHE:
+        os.environ.pop(var, None)
         shutil.rmtree(path, ignore_errors=True)
 
 

@@ -21,11 +21,14 @@ runner = CliRunner()
 def traced(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     pytest.importorskip("torch")
     out = {}
+    from opcheck.tracers import sandbox
+
     folder = tmp_path_factory.mktemp("oplists")
-    for name in ("stop_check", "custom_op", "float64_cholesky"):
-        oplist = trace(None, model_spec=f"{MODELS / 'check_models.py'}:{name}")
-        out[name] = folder / f"{name}.json"
-        out[name].write_text(oplist.dumps())
+    with sandbox.shared_imports():  # three traces forked from one torch-importing template
+        for name in ("stop_check", "custom_op", "float64_cholesky"):
+            oplist = trace(None, model_spec=f"{MODELS / 'check_models.py'}:{name}")
+            out[name] = folder / f"{name}.json"
+            out[name].write_text(oplist.dumps())
     return out
 
 

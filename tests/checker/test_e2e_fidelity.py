@@ -30,9 +30,14 @@ def cat(bundled_catalog: Path) -> Catalog:
 @pytest.fixture(scope="module")
 def traced(cat: Catalog) -> dict[str, OpList]:
     pytest.importorskip("torch")
+    from opcheck.tracers import sandbox
+
     watch = composites_with_kernels(cat)
-    return {name: trace(None, model_spec=f"{FILE}:{name}", composites=watch, timeout=120)
-            for name in ("pool3d", "embed", "cast_bf16", "lstsq", "linalg_mix")}
+    # five traces forked from one template that imported torch once (as `opcheck zoo` runs
+    # several), not five fresh workers importing it each
+    with sandbox.shared_imports():
+        return {name: trace(None, model_spec=f"{FILE}:{name}", composites=watch, timeout=120)
+                for name in ("pool3d", "embed", "cast_bf16", "lstsq", "linalg_mix")}
 
 
 def _report(cat: Catalog, ol: OpList, release: str) -> Report:

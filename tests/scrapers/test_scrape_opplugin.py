@@ -368,10 +368,17 @@ def test_every_functions_file_parses_and_covers_every_entry(upstream: Path) -> N
     assert len(files) > 57
     formats: Counter[str] = Counter()
     # (parse time is measured by benchmarks/bench_catalog.py, not asserted here)
+    # Half the files are byte-identical to another pin's in the same folder name (84 files,
+    # 41 distinct): the parser reads the text and the folder (a per-version file's torch
+    # version) only, so each distinct (folder, text) is parsed once.
+    checked: set[tuple[str, str]] = set()
     for path in files:
         text = path.read_text(encoding="utf-8")
         fmt = detect_format(text)
         formats[fmt] += 1
+        if (path.parent.name, text) in checked:
+            continue
+        checked.add((path.parent.name, text))
         rows = parse_functions(text, origin=_origin(upstream, path))
         assert {r.line for r in rows} == _raw_entry_lines(text, fmt), path
     assert formats == expected
