@@ -6,6 +6,10 @@ import asyncio
 from collections import OrderedDict
 from typing import Any
 
+# opcheck's own pages that read only these query parameters: a key keeps those alone, so
+# `/-/op/aten::mm?x=1`, `?x=2`, ... (a cache-busting flood) is one render, not one per request
+PAGE_PARAMS: dict[str, tuple[bytes, ...]] = {"/-/op/": (b"_format",), "/-/aclnn/": (b"_format",)}
+
 
 def cache_key(scope: dict[str, Any]) -> bytes:
     """Everything a page depends on: path and query, and the scheme and Host the visitor used
@@ -17,9 +21,14 @@ def cache_key(scope: dict[str, Any]) -> bytes:
         if name.lower() == b"host":
             host = bytes(value).lower()
             break
+    query = scope.get("query_string", b"")
+    path = scope["path"]
+    reads = next((v for k, v in PAGE_PARAMS.items() if path.startswith(k)), None)
+    if reads is not None and query:
+        query = b"&".join(sorted(q for q in query.split(b"&")
+                                 if q.split(b"=", 1)[0] in reads))
     return b" ".join((scope.get("scheme", "http").encode(), host,
-                      scope.get("raw_path", scope["path"].encode()) + b"?"
-                      + scope.get("query_string", b"")))
+                      scope.get("raw_path", path.encode()) + b"?" + query))
 
 
 class ResponseCache:

@@ -14,6 +14,8 @@ import os
 import shutil
 import socket
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -90,37 +92,61 @@ def p95(samples: list[float]) -> float:
     return statistics.quantiles(samples, n=20)[-1]
 
 
+# The visitor runs in a process of its own, as a real visitor would: in this process its
+# latencies would also count the waits for the GIL behind the attack's client threads (and
+# whatever threads earlier tests left here), not the server's answer times.
+VISITOR = """
+import http.client, json, sys, threading, time
+
+port, path, pause = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+stop = threading.Event()
+latencies, failures = [], []
+
+def run():
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        while not stop.is_set():
+            start = time.perf_counter()
+            conn.request("GET", path)
+            r = conn.getresponse()
+            r.read()
+            latencies.append(time.perf_counter() - start)
+            if r.status != 200:
+                failures.append(f"{path}: HTTP {r.status}")
+            if len(latencies) == 1:
+                print("ready", flush=True)
+            stop.wait(pause)
+    except Exception as exc:
+        failures.append(repr(exc))
+        print("ready", flush=True)
+    finally:
+        conn.close()
+
+thread = threading.Thread(target=run)
+thread.start()
+sys.stdin.read()  # until the test closes it
+stop.set()
+thread.join(timeout=30)
+print(json.dumps({"latencies": latencies, "failures": failures}), flush=True)
+"""
+
+
 @contextmanager
 def visitor(live: Live, path: str = OP_PAGE, pause: float = 0.005) -> Iterator[list[float]]:
-    """A well-behaved visitor reading ``path`` over one keep-alive connection while the
-    block runs; yields the list its latencies go into."""
+    """A well-behaved visitor reading ``path`` over one keep-alive connection, from its own
+    process, while the block runs; yields the list its latencies go into when it ends."""
     latencies: list[float] = []
-    stop = threading.Event()
-    failures: list[str] = []
-
-    def run() -> None:
-        conn = live.connect()
-        try:
-            while not stop.is_set():
-                start = time.perf_counter()
-                conn.request("GET", path)
-                r = conn.getresponse()
-                r.read()
-                latencies.append(time.perf_counter() - start)
-                if r.status != 200:
-                    failures.append(f"{path}: HTTP {r.status}")
-                stop.wait(pause)
-        finally:
-            conn.close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
+    proc = subprocess.Popen([sys.executable, "-c", VISITOR, str(live.port), path, str(pause)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
     try:
+        assert proc.stdout.readline().strip() == "ready", "the visitor did not start"
         yield latencies
     finally:
-        stop.set()
-        thread.join(timeout=30)
-    assert not failures, failures[:3]
+        out, _ = proc.communicate(timeout=60)
+    doc = json.loads(out.strip().splitlines()[-1])
+    latencies += doc["latencies"]
+    assert not doc["failures"], doc["failures"][:3]
     assert len(latencies) >= 10, "the visitor hardly got a page in"
 
 

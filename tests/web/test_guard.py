@@ -194,6 +194,21 @@ def test_cache_key_has_scheme_and_host() -> None:
     assert cache_key(scope(b"Catalog.Example.com")) == cache_key(scope(b"catalog.example.com"))
 
 
+def test_own_pages_key_only_the_parameters_they_read() -> None:
+    """A cache-busting flood (`?x=1`, `?x=2`, ...) of an op page is one render; `_format`
+    still tells the JSON form apart, and Datasette's pages keep their whole query."""
+    def key(path: str, query: bytes) -> bytes:
+        return cache_key({"type": "http", "method": "GET", "path": path,
+                          "raw_path": path.encode(), "query_string": query, "scheme": "http",
+                          "headers": [(b"host", b"catalog.example.com")]})
+
+    op = "/-/op/aten::mm"
+    assert key(op, b"x=1") == key(op, b"x=2") == key(op, b"")
+    assert key(op, b"_format=json&x=1") == key(op, b"x=2&_format=json") != key(op, b"")
+    assert key("/-/aclnn/aclnnMm", b"y=1") == key("/-/aclnn/aclnnMm", b"")
+    assert key("/catalog/operator", b"x=1") != key("/catalog/operator", b"x=2")
+
+
 def test_poisoned_host_is_not_served_to_others(served: Path) -> None:
     site = Site(make_datasette(served))
     try:
