@@ -22,10 +22,11 @@ and line.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from opcheck.core.errors import ScrapeError
-from opcheck.scrapers.opapi_sources import parse_kernel_source
+from opcheck.scrapers.opapi_sources import CppFunction, parse_kernel_source
 from opcheck.scrapers.rows import Origin
 
 __all__ = [
@@ -391,20 +392,25 @@ _IF_RETURN = re.compile(r"\bif\s*\(((?:[^(){};]|\((?:[^(){};]|\([^(){};]*\))*\))
                         r"return\s+((?:at::native|acl_op)::\w+)\s*\(", re.S)
 
 
-def parse_soc_checks(text: str, *, origin: Origin) -> tuple[SocCheck, ...]:
-    """The SoC fallbacks of one ``op_plugin/ops/opapi/*.cpp`` file, per kernel function."""
-    functions = parse_kernel_source(text, origin=origin)
-    code = _blank_comments(text)
+def _function_bodies(text: str, code: str,
+                     origin: Origin) -> Iterator[tuple[CppFunction, int, str]]:
+    """Each kernel function of a source file, its body's offset in ``code`` (the text with
+    comments blanked) and the body."""
     lines = code.splitlines(keepends=True)
     offsets = [0]
     for ln in lines:
         offsets.append(offsets[-1] + len(ln))
+    for fn in parse_kernel_source(text, origin=origin):
+        if fn.line - 1 < len(offsets):
+            lo = offsets[fn.line - 1]
+            yield fn, lo, code[lo:offsets[min(fn.end_line, len(lines))]]
+
+
+def parse_soc_checks(text: str, *, origin: Origin) -> tuple[SocCheck, ...]:
+    """The SoC fallbacks of one ``op_plugin/ops/opapi/*.cpp`` file, per kernel function."""
+    code = _blank_comments(text)
     out: list[SocCheck] = []
-    for fn in functions:
-        if fn.line - 1 >= len(offsets):
-            continue
-        lo, hi = offsets[fn.line - 1], offsets[min(fn.end_line, len(lines))]
-        body = code[lo:hi]
+    for fn, lo, body in _function_bodies(text, code, origin):
         for tm in _TOP_RETURN.finditer(body):
             # at the function body's own level: every call takes PyTorch's per-tensor path
             if body.count("{", 0, tm.start()) - body.count("}", 0, tm.start()) == 1:
@@ -438,18 +444,9 @@ def parse_soc_checks(text: str, *, origin: Origin) -> tuple[SocCheck, ...]:
 def parse_call_checks(text: str, *, origin: Origin) -> tuple[SocCheck, ...]:
     """The per-call fallbacks of one ``op_plugin/ops/opapi/*.cpp`` file, per kernel function:
     ``when`` is a ``call:`` condition over the call's tensor lists (below)."""
-    functions = parse_kernel_source(text, origin=origin)
     code = _blank_comments(text)
-    lines = code.splitlines(keepends=True)
-    offsets = [0]
-    for ln in lines:
-        offsets.append(offsets[-1] + len(ln))
     out: list[SocCheck] = []
-    for fn in functions:
-        if fn.line - 1 >= len(offsets):
-            continue
-        lo, hi = offsets[fn.line - 1], offsets[min(fn.end_line, len(lines))]
-        body = code[lo:hi]
+    for fn, lo, body in _function_bodies(text, code, origin):
         names = [n for _, n in fn.params]
         for pos, cond, fallback in _if_returns(body):
             when = _call_expr(cond, names)
