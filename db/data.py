@@ -330,6 +330,26 @@ class ZooRec:
 
 
 @dataclass
+class OpAclTypeRec:
+    """An ATen overload's acl_op kernel runs the CANN op type ``op_type`` in these releases
+    (op-plugin's ``aclops`` sources at each release's pin). ``engine``: ``aicpu`` when the
+    command excludes the AI Core engine, else "" (CANN picks); ``condition``: the kernel's
+    branches that lead to it ("" when it always runs); ``via``: the helper chain, ``acl_op:x``
+    for another kernel called by name, ``aten:x`` for an ATen call dispatched to x's kernel."""
+
+    op: str
+    op_type: str
+    engine: str = ""
+    condition: str = ""
+    via: str = ""
+    match: str = ""
+    releases: str = ""
+    path: str = ""  # the file at the newest of those releases' pins (under op_plugin/)
+    line: int = 0
+    source_id: int | None = None
+
+
+@dataclass
 class CatalogData:
     sources: list[SourceRec] = field(default_factory=list)
     releases: list[ReleaseRec] = field(default_factory=list)
@@ -365,6 +385,8 @@ class CatalogData:
     inductor_rules: list[InductorRuleRec] = field(default_factory=list)
     # The lines of code that print log messages (issue 28), for explain.
     message_templates: list[MessageTemplateRec] = field(default_factory=list)
+    # The CANN op types each ATen overload's acl_op kernel runs (issue 38).
+    op_acl_types: list[OpAclTypeRec] = field(default_factory=list)
 
     def add_source(self, scraper: str, path: str, *, url: str = "", ref: str = "",
                    commit: str = "", sha256: str = "", rows: int = 0) -> int:

@@ -48,6 +48,7 @@ from opcheck.db.data import (
     KernelSocCheckRec,
     MessageTemplateRec,
     OpAclnnRec,
+    OpAclTypeRec,
     OpBinaryRec,
     OperatorRec,
     PythonRec,
@@ -198,6 +199,7 @@ TABLES: tuple[Table, ...] = (
     Table(t.OpBinary, lambda d: d.op_binaries),
     Table(t.CaptureRule, lambda d: d.capture_rules),
     Table(t.InductorRule, lambda d: d.inductor_rules),
+    Table(t.OpAclType, lambda d: d.op_acl_types),
     Table(t.MessageTemplate, lambda d: d.message_templates),
 )
 
@@ -296,4 +298,6 @@ FILES: tuple[File, ...] = (
     File("inductor_rules.tsv", InductorRuleRec, "inductor_rules", optional=True),
     # optional: a snapshot written before the message index still reads (explain unindexed)
     File("message_templates.tsv", MessageTemplateRec, "message_templates", optional=True),
+    # optional: a snapshot written before the acl_op op types still reads (op types unknown)
+    File("op_acl_types.tsv", OpAclTypeRec, "op_acl_types", optional=True),
 )

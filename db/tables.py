@@ -465,3 +465,20 @@ class MessageTemplate(CatalogTable, table=True):
     versions: str = ""
     newest: str = ""
     source_id: int | None = Field(default=None, foreign_key=_SOURCE)
+
+
+class OpAclType(CatalogTable, table=True):
+    """A CANN op type an ATen overload's acl_op kernel runs (``OpAclTypeRec``)."""
+
+    __tablename__ = "op_acl_type"
+    id: int | None = Field(default=None, primary_key=True)
+    op: str = Field(index=True)
+    op_type: str = Field(index=True)
+    engine: str = ""
+    condition: str = ""
+    via: str = ""
+    match: str = ""
+    releases: str = ""
+    path: str = ""
+    line: int = 0
+    source_id: int | None = Field(default=None, foreign_key=_SOURCE)

@@ -1,0 +1,143 @@
+"""How an acl_op call runs inside CANN: the op types its kernel runs, their engine and their
+binaries on the product.
+
+Where a call takes the acl_op path (910A/310P with jit compile on, internal formats; see
+:mod:`opcheck.checker.kernel_path`), the aclnn function's launches do not apply: op-plugin's
+acl_op kernel builds graph commands by op type (``OpCommand cmd; cmd.Name("IndexPutV2")``,
+read per release into ``op_acl_type``) and CANN compiles and runs each one. Per op type:
+
+* engine: ``aicpu`` when the command excludes the AI Core (``_exclude_engines``); else what
+  CANN's own level-0 code does with that op type (``engine_site``: launched only on the AI
+  Core, only on the AI CPU, or on either by dtype/shape: ``maybe_aicpu``); ``unknown`` when
+  the open sources never launch it (a closed built-in op type);
+* binaries: whether CANN's open libraries build the op type for the SoC (``op_binary``); an op
+  type they do not define for it is a closed built-in there: labelled, never a finding.
+
+Each op type keeps the kernel's branch that leads to it (``condition``) with file:line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from opcheck.checker.check import Restriction
+from opcheck.checker.engine import SOC_OF_PRODUCT, choose_version
+from opcheck.core.vocab import Engine
+from opcheck.db import aclops as db
+from opcheck.db import cann_engine as db_engine
+from opcheck.db.aclops import AclTypeRow
+from opcheck.db.catalog import Catalog, ReleaseInfo
+
+SOURCE = "aclop_engine"
+
+
+@dataclass(frozen=True)
+class TypeFacts:
+    """One op type on one SoC and CANN version."""
+
+    op_type: str
+    engine: str  # an Engine value
+    why: str
+    kernel: str  # binary | none | closed
+    socs: tuple[str, ...]  # SoCs the open libraries build it for
+    basis: str
+
+
+def type_facts(cat: Catalog, op_types: Iterable[str], soc: str, cann: str
+               ) -> dict[str, TypeFacts]:
+    """Engine and binaries of each op type on ``soc`` from CANN's open sources."""
+    types = sorted(set(op_types))
+    sites = _sites_by_type(cat, types)
+    bins = db_engine.binary_rows(cat.engine, types) if db_engine.has_engine_facts(cat.engine) \
+        else {}
+    out: dict[str, TypeFacts] = {}
+    for t in types:
+        engines = {e for e, _ in sites.get(t, [])}
+        where = next((w for e, w in sites.get(t, []) if e == Engine.AICPU.value), "")
+        if engines == {Engine.AICPU.value}:
+            engine, why = Engine.AICPU.value, f"CANN launches {t} on the AI CPU only ({where})"
+        elif Engine.AICPU.value in engines:
+            engine = Engine.MAYBE_AICPU.value
+            why = f"CANN's level-0 code runs {t} on the AI CPU for some dtypes or shapes ({where})"
+        elif engines:
+            engine, why = Engine.AICORE.value, f"CANN launches {t} on the AI Core"
+        else:
+            engine, why = Engine.UNKNOWN.value, f"{t} is not launched by CANN's open op_api code"
+        rows = bins.get(t, [])
+        chosen = choose_version((r.cann for r in rows), cann)
+        if chosen is None:
+            out[t] = TypeFacts(t, engine, why, "closed", (),
+                               "not defined in CANN's open libraries (a closed built-in op type)")
+            continue
+        version, basis = chosen
+        at = [r for r in rows if r.cann == version]
+        has = any((r.binaries or r.configured) for r in at if r.soc == soc)
+        socs = tuple(sorted({r.soc for r in at if r.binaries or r.configured}))
+        out[t] = TypeFacts(t, engine, why, "binary" if has else "closed", socs, basis)
+    return out
+
+
+def _sites_by_type(cat: Catalog, types: list[str]) -> dict[str, list[tuple[str, str]]]:
+    if not db_engine.has_engine_facts(cat.engine):
+        return {}
+    return db_engine.launches_of_types(cat.engine, types)
+
+
+def _type_json(row: AclTypeRow, facts: TypeFacts, soc: str) -> dict[str, Any]:
+    engine = Engine.AICPU.value if row.engine == Engine.AICPU.value else facts.engine
+    why = (f"the kernel excludes the AI Core engine for this command ({row.path}:{row.line})"
+           if row.engine == Engine.AICPU.value else facts.why)
+    out: dict[str, Any] = {"op_type": row.op_type, "engine": engine, "why": why,
+                           "at": f"{row.path}:{row.line}", "kernel": facts.kernel, "soc": soc}
+    if row.link:
+        out["url"] = row.link
+    if row.condition:
+        out["when"] = row.condition
+    if row.via:
+        out["via"] = row.via
+    if facts.kernel == "closed":
+        out["note"] = (f"closed built-in op type on {soc}" + (
+            f" (the open libraries build it for {', '.join(facts.socs)} only)"
+            if facts.socs else " (not defined in CANN's open libraries)"))
+    return out
+
+
+def acl_op_engine(cat: Catalog, op: str, release: ReleaseInfo, product: str
+                  ) -> tuple[dict[str, Any], list[Restriction]] | None:
+    """The engine document and findings of an op whose calls take the acl_op path on
+    ``product``; None when the catalog does not know the op types its kernel runs."""
+    soc = SOC_OF_PRODUCT.get(product)
+    rows = db.types_of_ops(cat.engine, [op], release.torch_npu).get(op, [])
+    if soc is None or not rows:
+        return None
+    # the kernel's own commands first; commands reached through an ATen call the dispatcher
+    # routes (a zero_ inside) are listed after them
+    rows.sort(key=lambda r: (not r.direct, r.op_type, r.line))
+    facts = type_facts(cat, (r.op_type for r in rows), soc, release.cann)
+    types = [_type_json(r, facts[r.op_type], soc) for r in rows if r.direct] or \
+        [_type_json(r, facts[r.op_type], soc) for r in rows]
+    worst = max((Engine(t["engine"]) for t in types), key=lambda e: e.severity)
+    doc: dict[str, Any] = {"path": "acl_op", "product": product, "soc": soc,
+                           "engine": worst.value, "label": worst.label, "op_types": types,
+                           "calls": [], "aicpu_calls": 0, "maybe_aicpu_calls": 0,
+                           "host_syncs": 0,
+                           "basis": "op-plugin's acl_op kernel at the release's pin; CANN's "
+                                    "open level-0 launches and binary lists"}
+    names = ", ".join(dict.fromkeys(t["op_type"] for t in types))
+    parts = []
+    for t in types[:6]:
+        bit = f"{t['op_type']} ({Engine(t['engine']).label}"
+        bit += f" when {t['when']}" if t.get("when") else ""
+        bit += f", {t['at']})"
+        if t.get("note"):
+            bit += f" [{t['note']}]"
+        parts.append(bit)
+    text = (f"{product}: the acl_op kernel runs CANN op type{'s' if len(types) > 1 else ''} "
+            f"{names}: " + "; ".join(parts))
+    aicpu = [t for t in types if t["engine"] in (Engine.AICPU.value, Engine.MAYBE_AICPU.value)]
+    restriction = Restriction(
+        op, text, (), types[0].get("url", ""), product, source=SOURCE,
+        basis="op-plugin acl_op sources", slow=bool(aicpu), inferred=False)
+    return doc, [restriction]
