@@ -114,7 +114,10 @@ def acl_op_engine(cat: Catalog, op: str, release: ReleaseInfo, product: str
         return None
     # the kernel's own commands first; commands reached through an ATen call the dispatcher
     # routes (a zero_ inside) are listed after them
-    rows.sort(key=lambda r: (not r.direct, r.op_type, r.line))
+    base = op.split("::")[-1].split(".")[0].replace("_", "").lower()
+    # the op's own op type (index_put_ → IndexPutV2) before the broadcasts and casts around it
+    rows.sort(key=lambda r: (not r.direct, not r.op_type.lower().startswith(base[:6]),
+                             r.op_type, r.line))
     facts = type_facts(cat, (r.op_type for r in rows), soc, release.cann)
     types = [_type_json(r, facts[r.op_type], soc) for r in rows if r.direct] or \
         [_type_json(r, facts[r.op_type], soc) for r in rows]
@@ -128,9 +131,9 @@ def acl_op_engine(cat: Catalog, op: str, release: ReleaseInfo, product: str
     names = ", ".join(dict.fromkeys(t["op_type"] for t in types))
     parts = []
     for t in types[:6]:
-        bit = f"{t['op_type']} ({Engine(t['engine']).label}"
-        bit += f" when {t['when']}" if t.get("when") else ""
-        bit += f", {t['at']})"
+        bit = f"{t['op_type']} [{Engine(t['engine']).label}]"
+        bit += f" if {t['when']}" if t.get("when") else ""
+        bit += f" ({t['at']})"
         if t.get("note"):
             bit += f" [{t['note']}]"
         parts.append(bit)
