@@ -144,3 +144,55 @@ def acl_op_engine(cat: Catalog, op: str, release: ReleaseInfo, product: str
         op, text, (), types[0].get("url", ""), product, source=SOURCE,
         basis="op-plugin acl_op sources", slow=bool(aicpu), inferred=False)
     return doc, [restriction]
+
+
+@dataclass(frozen=True)
+class OpTypeUsers:
+    """The ATen ops whose acl_op kernels run one CANN op type in a release (explain: a log
+    naming an op type, "Current working aclop is Fill", back to the calls that run it)."""
+
+    op_type: str
+    release: str
+    ops: tuple[str, ...]  # the kernel runs it itself (or through its helpers / acl_op kernels)
+    through: tuple[str, ...]  # through an ATen call its kernel makes (zeros → zero_ → …)
+    aicpu: tuple[str, ...]  # ops whose command pins it to the AI CPU
+    sites: tuple[tuple[str, str], ...]  # (path:line, url) of the commands, first few
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"op_type": self.op_type, "release": self.release, "ops": list(self.ops),
+                "through": list(self.through), "aicpu": list(self.aicpu),
+                "sites": [{"at": at, "url": url} for at, url in self.sites]}
+
+    def summary(self, limit: int = 8) -> str:
+        def names(ops: tuple[str, ...]) -> str:
+            shown = ", ".join(o.removeprefix("aten::") for o in ops[:limit])
+            return shown + (f", +{len(ops) - limit} more" if len(ops) > limit else "")
+
+        text = (f"acl_op kernels that run {self.op_type} in torch_npu {self.release}: "
+                f"{names(self.ops) or 'none directly'}")
+        if self.through:
+            text += f"; through an ATen call: {names(self.through)}"
+        if self.sites:
+            text += f" ({', '.join(at for at, _ in self.sites[:2])})"
+        return text
+
+
+def acl_op_users(cat: Catalog, op_type: str, release: str | None) -> OpTypeUsers | None:
+    """Who runs ``op_type`` on the acl_op path in ``release`` (None: the newest release
+    whose kernels run it); None when no acl_op kernel of the catalog runs it."""
+    rows = db.ops_running(cat.engine, op_type)
+    if not rows:
+        return None
+    if release is None or not any(release in r.releases for r in rows):
+        order = [r.torch_npu for r in sorted(cat.releases, key=lambda r: r.sort_key)]
+        have = {rel for r in rows for rel in r.releases}
+        newest = [r for r in order if r in have]
+        if not newest:
+            return None
+        release = newest[-1]
+    rows = [r for r in rows if release in r.releases]
+    direct = tuple(sorted({r.op for r in rows if r.direct}))
+    through = tuple(sorted({r.op for r in rows if not r.direct} - set(direct)))
+    aicpu = tuple(sorted({r.op for r in rows if r.engine == Engine.AICPU.value}))
+    sites = tuple(dict.fromkeys((f"{r.path}:{r.line}", r.link) for r in rows if r.direct))
+    return OpTypeUsers(rows[0].op_type, release, direct, through, aicpu, sites[:4])

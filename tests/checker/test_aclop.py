@@ -99,3 +99,19 @@ def test_capture_names_the_op_types(cat: Catalog) -> None:
     [b] = [b for b in got["breaks"] if b["kind"] == "acl_op"]
     assert b["op_types"][0] == "Fill"
     assert "Current working aclop is Fill" in b["why"]
+
+
+def test_users_of_an_op_type(cat: Catalog) -> None:
+    from opcheck.checker.aclop import acl_op_users
+
+    fill = acl_op_users(cat, "Fill", RELEASE)
+    assert fill is not None and fill.release == RELEASE
+    assert {"aten::fill_.Scalar", "aten::fill_.Tensor", "aten::ones_like"} <= set(fill.ops)
+    # zeros(…) runs zero_ (ZerosLike) itself; zeros_like on a CPU device fills: through fill_
+    assert "aten::zeros_like" in fill.through
+    assert fill.sites[0][0].startswith("ops/aclops/FillKernelNpu.cpp:")
+    assert "acl_op kernels that run Fill in torch_npu 2.6.0.post5: " in fill.summary()
+    put = acl_op_users(cat, "indexputv2", None)  # as a log may spell it; newest release
+    assert put is not None and "aten::index_put_" in put.through + put.ops
+    assert "aten::_index_put_impl_" in put.aicpu
+    assert acl_op_users(cat, "NoSuchOpType", RELEASE) is None
