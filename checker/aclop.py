@@ -157,11 +157,13 @@ class OpTypeUsers:
     through: tuple[str, ...]  # through an ATen call its kernel makes (zeros → zero_ → …)
     aicpu: tuple[str, ...]  # ops whose command pins it to the AI CPU
     sites: tuple[tuple[str, str], ...]  # (path:line, url) of the commands, first few
+    aicpu_sites: tuple[str, ...] = ()  # path:line of the commands pinned to the AI CPU
 
     def as_dict(self) -> dict[str, Any]:
         return {"op_type": self.op_type, "release": self.release, "ops": list(self.ops),
                 "through": list(self.through), "aicpu": list(self.aicpu),
-                "sites": [{"at": at, "url": url} for at, url in self.sites]}
+                "sites": [{"at": at, "url": url} for at, url in self.sites],
+                "aicpu_sites": list(self.aicpu_sites)}
 
     def summary(self, limit: int = 8) -> str:
         def names(ops: tuple[str, ...]) -> str:
@@ -191,8 +193,17 @@ def acl_op_users(cat: Catalog, op_type: str, release: str | None) -> OpTypeUsers
             return None
         release = newest[-1]
     rows = [r for r in rows if release in r.releases]
-    direct = tuple(sorted({r.op for r in rows if r.direct}))
-    through = tuple(sorted({r.op for r in rows if not r.direct} - set(direct)))
-    aicpu = tuple(sorted({r.op for r in rows if r.engine == Engine.AICPU.value}))
+    def order(op: str) -> tuple[bool, bool, str]:
+        # the op named after the op type first (Fill → fill_), then the plain ATen names
+        # before the dunder and private ones
+        base = op.split("::")[-1].split(".")[0].strip("_").replace("_", "")
+        t = op_type.lower()
+        return (not (t.startswith(base) or base.startswith(t)), op.split("::")[-1][0] == "_", op)
+
+    direct = tuple(sorted({r.op for r in rows if r.direct}, key=order))
+    through = tuple(sorted({r.op for r in rows if not r.direct} - set(direct), key=order))
+    aicpu = tuple(sorted({r.op for r in rows if r.engine == Engine.AICPU.value}, key=order))
     sites = tuple(dict.fromkeys((f"{r.path}:{r.line}", r.link) for r in rows if r.direct))
-    return OpTypeUsers(rows[0].op_type, release, direct, through, aicpu, sites[:4])
+    pinned = tuple(dict.fromkeys(f"{r.path}:{r.line}" for r in rows
+                                 if r.engine == Engine.AICPU.value))
+    return OpTypeUsers(rows[0].op_type, release, direct, through, aicpu, sites[:4], pinned[:4])
