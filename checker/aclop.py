@@ -193,16 +193,16 @@ def acl_op_users(cat: Catalog, op_type: str, release: str | None) -> OpTypeUsers
             return None
         release = newest[-1]
     rows = [r for r in rows if release in r.releases]
-    def order(op: str) -> tuple[bool, bool, str]:
+    def rank(op: str) -> tuple[bool, bool, str]:
         # the op named after the op type first (Fill → fill_), then the plain ATen names
         # before the dunder and private ones
         base = op.split("::")[-1].split(".")[0].strip("_").replace("_", "")
         t = op_type.lower()
         return (not (t.startswith(base) or base.startswith(t)), op.split("::")[-1][0] == "_", op)
 
-    direct = tuple(sorted({r.op for r in rows if r.direct}, key=order))
-    through = tuple(sorted({r.op for r in rows if not r.direct} - set(direct), key=order))
-    aicpu = tuple(sorted({r.op for r in rows if r.engine == Engine.AICPU.value}, key=order))
+    direct = tuple(sorted({r.op for r in rows if r.direct}, key=rank))
+    through = tuple(sorted({r.op for r in rows if not r.direct} - set(direct), key=rank))
+    aicpu = tuple(sorted({r.op for r in rows if r.engine == Engine.AICPU.value}, key=rank))
     sites = tuple(dict.fromkeys((f"{r.path}:{r.line}", r.link) for r in rows if r.direct))
     pinned = tuple(dict.fromkeys(f"{r.path}:{r.line}" for r in rows
                                  if r.engine == Engine.AICPU.value))
