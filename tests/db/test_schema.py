@@ -34,6 +34,7 @@ from opcheck.db.data import (
     KernelSocCheckRec,
     MessageTemplateRec,
     OpAclnnRec,
+    OpAclTypeRec,
     OpBinaryRec,
     WorkaroundRec,
     ZooRec,
@@ -117,6 +118,9 @@ def _full() -> CatalogData:
     full.message_templates = [MessageTemplateRec("self not implemented for %s", "cann",
                                                  "ops-math", "OP_CHECK_DTYPE_NOT_SUPPORT",
                                                  "error", anchor="implemented")]
+    full.op_acl_types = [OpAclTypeRec("aten::fill_.Scalar", "Fill", via="fill_out_nocheck",
+                                      releases="2.1.0.post17", path="ops/aclops/Fill.cpp",
+                                      line=26)]
     return full
 
 
