@@ -104,6 +104,15 @@ def _type_json(row: AclTypeRow, facts: TypeFacts, soc: str) -> dict[str, Any]:
     return out
 
 
+def ordered(op: str, rows: list[AclTypeRow]) -> list[AclTypeRow]:
+    """The kernel's own commands before those reached through an ATen call it makes (a
+    zero_ inside), and among them the op's own op type (index_put_ → IndexPutV2) before the
+    broadcasts and casts around it."""
+    base = op.split("::")[-1].split(".")[0].replace("_", "").lower()
+    return sorted(rows, key=lambda r: (not r.direct, not r.op_type.lower().startswith(base[:6]),
+                                       r.op_type, r.line))
+
+
 def acl_op_engine(cat: Catalog, op: str, release: ReleaseInfo, product: str
                   ) -> tuple[dict[str, Any], list[Restriction]] | None:
     """The engine document and findings of an op whose calls take the acl_op path on
@@ -114,14 +123,13 @@ def acl_op_engine(cat: Catalog, op: str, release: ReleaseInfo, product: str
         return None
     # the kernel's own commands first; commands reached through an ATen call the dispatcher
     # routes (a zero_ inside) are listed after them
-    base = op.split("::")[-1].split(".")[0].replace("_", "").lower()
-    # the op's own op type (index_put_ → IndexPutV2) before the broadcasts and casts around it
-    rows.sort(key=lambda r: (not r.direct, not r.op_type.lower().startswith(base[:6]),
-                             r.op_type, r.line))
+    rows = ordered(op, rows)
     facts = type_facts(cat, (r.op_type for r in rows), soc, release.cann)
     types = [_type_json(r, facts[r.op_type], soc) for r in rows if r.direct] or \
         [_type_json(r, facts[r.op_type], soc) for r in rows]
-    worst = max((Engine(t["engine"]) for t in types), key=lambda e: e.severity)
+    # an AI CPU command on one branch of the kernel is a "may" for the call as a whole
+    worst = max((Engine.MAYBE_AICPU if t["engine"] == Engine.AICPU.value and t.get("when")
+                 else Engine(t["engine"]) for t in types), key=lambda e: e.severity)
     doc: dict[str, Any] = {"path": "acl_op", "product": product, "soc": soc,
                            "engine": worst.value, "label": worst.label, "op_types": types,
                            "calls": [], "aicpu_calls": 0, "maybe_aicpu_calls": 0,

@@ -37,6 +37,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from opcheck.checker.aclop import ordered
 from opcheck.checker.check import Finding, Report
 from opcheck.core.oplist import OpList
 from opcheck.core.versions import cann_key, release_key, torch_minor
@@ -220,12 +221,10 @@ def _breaks_of(f: Finding, tags: set[str], rules: list[CaptureRule], oplist: OpL
 
 
 def _acl_types(cat: Catalog, ops: list[str], release: ReleaseInfo) -> dict[str, list[str]]:
-    """op → the op types its acl_op kernel runs in the release, its own commands first (in
-    file order), then those reached through ATen calls it makes."""
+    """op → the op types its acl_op kernel runs in the release, its own first."""
     out: dict[str, list[str]] = {}
     for op, rows in types_of_ops(cat.engine, ops, release.torch_npu).items():
-        rows.sort(key=lambda r: (not r.direct, r.path, r.line))
-        out[op] = list(dict.fromkeys(r.op_type for r in rows))
+        out[op] = list(dict.fromkeys(r.op_type for r in ordered(op, rows)))
     return out
 
 

@@ -365,9 +365,10 @@ def _acl_op_engine(cat: Catalog, use: OpUse, release: ReleaseInfo, decisions: li
             continue
         doc, found = got
         f.engine = doc
-        f.binaries = [{"op_type": t["op_type"], "soc": t["soc"], "kernel": t["kernel"],
-                       **({"note": t["note"]} if t.get("note") else {})}
-                      for t in doc["op_types"]]
+        f.binaries = list({t["op_type"]: {"op_type": t["op_type"], "soc": t["soc"],
+                                          "kernel": t["kernel"],
+                                          **({"note": t["note"]} if t.get("note") else {})}
+                           for t in doc["op_types"]}.values())
         f.restrictions += found
 
 
