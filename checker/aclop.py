@@ -211,7 +211,7 @@ def acl_op_users(cat: Catalog, op_type: str, release: str | None) -> OpTypeUsers
     direct = tuple(sorted({r.op for r in rows if r.direct}, key=rank))
     through = tuple(sorted({r.op for r in rows if not r.direct} - set(direct), key=rank))
     aicpu = tuple(sorted({r.op for r in rows if r.engine == Engine.AICPU.value}, key=rank))
-    sites = tuple(dict.fromkeys((f"{r.path}:{r.line}", r.link) for r in rows if r.direct))
+    sites = tuple({f"{r.path}:{r.line}": r.link for r in rows if r.direct}.items())
     pinned = tuple(dict.fromkeys(f"{r.path}:{r.line}" for r in rows
                                  if r.engine == Engine.AICPU.value))
     return OpTypeUsers(rows[0].op_type, release, direct, through, aicpu, sites[:4], pinned[:4])
