@@ -383,6 +383,9 @@ def test_every_op_named_is_in_the_log_or_linked_from_it(
     types |= {m["op"] for rx in (logs.NO_BINARY, logs.SOC_OPTYPE) for m in rx.finditer(text)}
     types |= set(re.findall(r"\bOptype \[(\w+)\]", text))  # EZ3002: a kernel rejecting a dtype
     types |= {m["op"] for m in logs.ACLOP_WORKING.finditer(text)}  # refused under capture
+    types |= {sites.op_type_of((m["op"] or m["op2"] or "").strip(" ,").removeprefix("trans_"))
+              for m in logs.COMPILE_FAILED.finditer(text)}  # a TBE compile failure's op
+    types |= {m["op"] for m in logs.OPTYPE_NAMED.finditer(text)}  # "optype: [X]"
     for t in types:
         o = cf.op_type(t)
         linked |= set(o.ops)
