@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from opcheck.contrib.explain.codes import CodeBook, Rule, load_codes, load_rules
 from opcheck.contrib.explain.facts import CatalogFacts, MessageFacts
 from opcheck.contrib.explain.problem import ANCHORS, CodeInfo, Problem
-from opcheck.contrib.explain.records import Finding
+from opcheck.contrib.explain.records import Finding, UserCall
 from opcheck.contrib.explain.scan import CLAIMING, ExplainResult
 from opcheck.contrib.explain.signatures import Signature
 from opcheck.contrib.explain.sites import explain_sites
@@ -172,9 +172,39 @@ def diagnose(result: ExplainResult, *, facts: CatalogFacts | None = None,
             break
         if messages is not None:
             explain_sites(p, messages)
+        p.call = user_call(p, result.calls)
+        p.call_ops = call_ops(p)
         ids = dict.fromkeys(s for f in p.findings for s in f.signatures)
         p.signatures = [sigs[i] for i in ids if i in sigs and not sigs[i].generic]
     return problems
+
+
+def user_call(p: Problem, calls: list[UserCall]) -> UserCall | None:
+    """The user's frame of the failure: the traceback the failing line was raised in, else
+    the traceback that names the failing function or kernel, else the nearest one that ends
+    within the failure's lines (a runtime prints its error before Python raises)."""
+    f = next((f for f in p.findings if f.where), None)
+    if f is not None:
+        got = next((c for c in calls if c.where == f.where and c.first <= f.line <= c.last), None)
+        return got or UserCall(f.where, "", f.call_line, f.line, f.line, "")
+    names = [*p.functions, *p.kernels]
+    named = [c for c in calls if any(n in c.exception for n in names)]
+    if named:
+        return min(named, key=lambda c: abs(c.last - p.anchor.line))
+    lines = [n for g in p.findings for n in g.lines or [g.line]]
+    near = [c for c in calls
+            if min(lines) - AFTER <= c.last and c.first <= max(lines) + AFTER]
+    return min(near, key=lambda c: abs(c.last - p.anchor.line)) if near else None
+
+
+def call_ops(p: Problem) -> list[str]:
+    """The failure's ATen ops whose name the user's line calls (``torch.repeat_interleave(``,
+    ``x.fill_(``)."""
+    if p.call is None or not p.call.code:
+        return []
+    code = p.call.code
+    return [op for op in p.ops
+            if re.search(rf"\b{re.escape(op.removeprefix('aten::').split('.')[0])}\s*\(", code)]
 
 
 def signature_workarounds(sig: Signature, ops: set[str],

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from opcheck.contrib.explain.codes import Rule
 from opcheck.contrib.explain.facts import DocCode, OpTypeFacts
-from opcheck.contrib.explain.records import Finding
+from opcheck.contrib.explain.records import Finding, UserCall
 from opcheck.contrib.explain.signatures import Signature
 
 if TYPE_CHECKING:
@@ -60,6 +60,8 @@ class Problem:
     op_types: list[OpTypeFacts] = field(default_factory=list)
     changes: list[str] = field(default_factory=list)  # what the user can change, from the above
     notes: list[str] = field(default_factory=list)  # unindexed messages, docs that disagree
+    call: UserCall | None = None  # the user's frame of its Python traceback ("your call")
+    call_ops: list[str] = field(default_factory=list)  # its ATen ops the call's line names
 
     @property
     def findings(self) -> list[Finding]:
@@ -96,6 +98,7 @@ class Problem:
             "line": self.anchor.line, "kind": self.anchor.kind,
             "functions": self.functions, "codes": self.codes, "dtypes": self.dtypes,
             "kernels": self.kernels, "messages": self.messages, "where": self.where,
+            **({"call": {**self.call.as_dict(), "ops": self.call_ops}} if self.call else {}),
             "findings": [f.as_dict() for f in self.findings],
             "code": self.code.as_dict() if self.code else None,
             "other_codes": [c.as_dict() for c in self.other_codes],

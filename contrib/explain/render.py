@@ -38,8 +38,7 @@ def _problem(con: Console, p: Problem) -> None:
     a = p.anchor
     head = f"line {a.line}" + (f" (and {a.count - 1} more)" if a.count > 1 else "")
     con.print(f"[bold]{head}:[/bold] {escape(a.text[:200])}")
-    if p.where:
-        con.print(f"  in your code: {escape(p.where)}")
+    _call(con, p)
     shown = {a.line}
     for f in p.parts:
         if f.line not in shown:
@@ -69,6 +68,21 @@ def _problem(con: Console, p: Problem) -> None:
         con.print(f"  ATen ops the catalog links to {', '.join(p.functions)}: {', '.join(p.ops)}")
     if p.workarounds:
         con.print(f"  workarounds: {', '.join(p.workarounds)}")
+
+
+def _call(con: Console, p: Problem) -> None:
+    """The user's line, tied to the ATen op the failure names."""
+    c = p.call
+    if c is None:
+        return
+    code = f": {c.code}" if c.code else ""
+    con.print(f"  your call: {escape(c.where)}{escape(code)}")
+    if p.call_ops:
+        via = f" (through {', '.join(p.functions)})" if p.functions else ""
+        con.print(f"    it runs {', '.join(p.call_ops)}{via}: the failing op")
+    elif p.ops and p.functions:
+        con.print(f"    the failing {', '.join(p.functions)} runs for "
+                  f"{', '.join(p.ops[:6])}: the call on this line reaches one of them")
 
 
 def _codes(con: Console, p: Problem) -> None:

@@ -10,12 +10,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opcheck.contrib.explain.reader import Counting, Readable, clean_line, is_binary, log_records
+from opcheck.contrib.explain.reader import (
+    Candidates,
+    Counting,
+    Readable,
+    clean_line,
+    decoded,
+    is_binary,
+)
 from opcheck.contrib.explain.records import (
     FALLBACK,
     FALLBACK_NEEDLE,
     Finding,
     TracebackTracker,
+    UserCall,
     looks_like_error,
     parse_record,
     products_in,
@@ -65,6 +73,7 @@ class ExplainResult:
     error_lines: int = 0  # lines that read like errors
     first_error: tuple[int, str] = (0, "")
     binary_lines: int = 0
+    calls: list[UserCall] = field(default_factory=list)  # the user's frame of each traceback
 
     @property
     def signature_ids(self) -> set[str]:
@@ -105,6 +114,7 @@ class ExplainResult:
             "error_lines": self.error_lines,
             "first_error": ({"line": self.first_error[0], "text": self.first_error[1]}
                             if self.first_error[0] else None),
+            **({"calls": [c.as_dict() for c in self.calls]} if self.calls else {}),
         }
 
     @property
@@ -115,6 +125,34 @@ class ExplainResult:
             for o in self.ops.values()
             if any(self.hits[s].signature.category is Category.fallback for s in o.signatures)
         }
+
+
+# What any reader of a record acts on, lower-cased (a superset is safe, a miss is not):
+# parse_record's triggers, the traceback tracker, products, looks_like_error, the message
+# index's error/warning lines, and the escape codes clean_line removes (a marker may hide
+# behind one). Each signature pattern adds its literal needle (or, with none, its regex).
+MARKERS = (b"err", b"fail", b"exception", b"traceback", b"fatal", b"warn", b"kernel", b"aclnn",
+           b"ompile", b"of tbe.", b"optype", b"op type", b"not implemented", b"scalar_type",
+           b"not currently", b"not sur", b"undefined symbol", b"does not", b'file "', b"ascend",
+           b"interrupt", b"\x1b")
+_CODE_MARK = re.compile(rb"E[0-9A-Z]\d{4}")  # CANN codes: EZ9999, E40021
+
+
+def prefilter(signatures: Iterable[Signature]) -> tuple[tuple[bytes, ...],
+                                                         tuple[re.Pattern[bytes], ...]]:
+    """Markers and patterns every line explain would act on holds one of (see
+    :class:`Candidates`)."""
+    markers = list(MARKERS)
+    patterns = [_CODE_MARK]
+    for s in signatures:
+        for p in s.patterns:
+            needle = pattern_needle(p).lower().encode()
+            if needle and not any(m in needle for m in markers):
+                markers.append(needle)
+            elif not needle:  # its groups renamed away: two patterns may name the same group
+                patterns.append(re.compile(re.sub(r"\(\?P<\w+>", "(?:", p).encode(),
+                                           re.MULTILINE))
+    return tuple(dict.fromkeys(markers)), tuple(patterns)
 
 
 class Explainer:
@@ -134,6 +172,7 @@ class Explainer:
             (s, [(re.compile(p), pattern_needle(p)) for p in s.patterns]) for s in self.signatures
         ]
         self._fallback = {s.id for s in self.signatures if s.category is Category.fallback}
+        self.prefilter = prefilter(self.signatures)
 
     def explain(self, lines: Iterable[bytes | str | tuple[int, bytes]]) -> ExplainResult:
         """Read a log: plain lines (numbered from 1) or (line number, record) pairs."""
@@ -152,25 +191,14 @@ class Explainer:
             text = clean_line(raw)
             if isinstance(raw, bytes) and raw and is_binary(raw, text):
                 result.binary_lines += 1  # still read: a signature may match through junk
-            tb.feed(text)
+            tb.feed(text, n)
             found = parse_record(text, n)
-            # a line torch_npu relays a failed call on is read by the parser; its own check
-            # is printed on the lines around it
-            said = next((f.message for f in found if f.kind == "cann_error" and f.message), "")
-            # the macros the index holds print errors and warnings: a line that reads as
-            # neither (steps, losses, INFO records: most of a big log) is not searched
-            if self.messages is not None and (said or (
-                    not any(f.kind in _RELAYS for f in found)
-                    and (found or looks_like_error(text) or "warn" in text.lower()))):
-                mm = self.messages.match(said or text, text)
-                if mm is not None:
-                    hint = ":".join(x for x in (mm.func, mm.file, str(mm.line or "")) if x)
-                    found.append(Finding("message", n, text.strip()[:300], template=mm.template,
-                                         hint=hint))
+            if self.messages is not None:
+                self._message(found, text, n)
             claimed = False
             for f in found:
                 claimed |= f.kind in CLAIMING
-                self._finding(result, f, tb.where)
+                self._finding(result, f, tb)
             for soc in products_in(text):
                 result.products.setdefault(soc, n)
             if not found and looks_like_error(text):
@@ -195,15 +223,33 @@ class Explainer:
                                 if got is not None and sig.id not in got.signatures:
                                     got.signatures.append(sig.id)
                         break
+        result.calls = list(tb.closed)
         return result
 
+    def _message(self, found: list[Finding], text: str, n: int) -> None:
+        """The index's template of the line, as a ``message`` finding."""
+        assert self.messages is not None
+        # a line torch_npu relays a failed call on is read by the parser; its own check
+        # is printed on the lines around it
+        said = next((f.message for f in found if f.kind == "cann_error" and f.message), "")
+        # the macros the index holds print errors and warnings: a line that reads as
+        # neither (steps, losses, INFO records: most of a big log) is not searched
+        if said or (not any(f.kind in _RELAYS for f in found)
+                    and (found or looks_like_error(text) or "warn" in text.lower())):
+            mm = self.messages.match(said or text, text)
+            if mm is not None:
+                hint = ":".join(x for x in (mm.func, mm.file, str(mm.line or "")) if x)
+                found.append(Finding("message", n, text.strip()[:300], template=mm.template,
+                                     hint=hint, also=mm.also))
+
     @staticmethod
-    def _finding(result: ExplainResult, f: Finding, where: str) -> None:
+    def _finding(result: ExplainResult, f: Finding, tb: TracebackTracker) -> None:
         got = result.findings.get(f.key)
         if got is None:
             if len(result.findings) >= MAX_FINDINGS:
                 return
-            f.where = where if f.kind in ("aclnn_call", "ops_error", "acl_call", "exception") else ""
+            if f.kind in ("aclnn_call", "ops_error", "acl_call", "exception"):
+                f.where, f.call_line = tb.where, tb.code if tb.where else ""
             f.lines = [f.line]
             result.findings[f.key] = f
             return
@@ -247,6 +293,17 @@ def explain(lines: Iterable[bytes | str | tuple[int, bytes]],
 
 
 
+def explain_stream(stream: Readable, signatures: Iterable[Signature] | None = None,
+                   messages: MessageIndex | None = None) -> ExplainResult:
+    """Explain a log stream in any encoding :func:`decoded` knows, reading only the lines the
+    explainer's prefilter matches (the others are counted)."""
+    ex = Explainer(signatures if signatures is not None else load_dir(), messages)
+    lines = Candidates(decoded(stream), *ex.prefilter)
+    result = ex.explain(lines)
+    result.lines = max(result.lines, lines.lines)
+    return result
+
+
 def explain_file(path: Path, signatures: Iterable[Signature] | None = None, *,
                  progress: Callable[[int], None] | None = None,
                  progress_step: int = 8 << 20,
@@ -256,6 +313,6 @@ def explain_file(path: Path, signatures: Iterable[Signature] | None = None, *,
     try:
         with path.open("rb") as f:
             stream: Readable = Counting(f, progress, progress_step) if progress else f
-            return explain(log_records(stream), signatures, messages)
+            return explain_stream(stream, signatures, messages)
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
