@@ -60,6 +60,7 @@ class Problem:
     op_types: list[OpTypeFacts] = field(default_factory=list)
     changes: list[str] = field(default_factory=list)  # what the user can change, from the above
     notes: list[str] = field(default_factory=list)  # unindexed messages, docs that disagree
+    superseded: list[str] = field(default_factory=list)  # generic advice the site's overrules
     call: UserCall | None = None  # the user's frame of its Python traceback ("your call")
     call_ops: list[str] = field(default_factory=list)  # its ATen ops the call's line names
 
@@ -113,6 +114,7 @@ class Problem:
             "sites": [x.as_dict() for x in self.sites],
             "op_types": [o.as_dict() for o in self.op_types],
             "changes": self.changes, "notes": self.notes,
+            **({"superseded": self.superseded} if self.superseded else {}),
         }
 
 
@@ -126,10 +128,11 @@ class SiteExplanation:
     total: int  # sites printing this text in the index
     narrowed_by: str = ""  # what chose ``rows`` among ``total``
     why: str = ""  # the guarding condition of the first row, in words
+    undecided: bool = False  # the log's context does not choose: ``rows`` are the likeliest
 
     def as_dict(self) -> dict[str, Any]:
         return {"template": self.template, "total": self.total, "narrowed_by": self.narrowed_by,
-                "why": self.why,
+                "why": self.why, **({"undecided": True} if self.undecided else {}),
                 "sites": [{"kind": r.kind, "library": r.library, "path": r.path, "line": r.line,
                            "function": r.function, "entry": r.entries, "condition": r.condition,
                            "lists": r.lists, "versions": r.versions, "url": r.url}

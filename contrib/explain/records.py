@@ -269,6 +269,11 @@ class UserCall:
 
 # torch_npu's [ERROR] records may name a Python file and line ("[ERROR] ... train.py:20 ...")
 _PY_POS = re.compile(r"(?P<file>[\w./\\~-]{1,400}\.py):(?P<line>\d{1,9})\b")
+# a logger's prefix before each line of a traceback it relays (vLLM's "ERROR 01-21 06:59:30
+# [core.py:634] ", "(Worker_TP0 pid=415) ", torchrun's "[rank0]: ")
+_LOG_PREFIX = re.compile(r"^(?:\(\w{1,40} pid=\d{1,9}\) )?(?:(?:ERROR|WARNING|INFO|DEBUG) "
+                         r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w.]{1,80}:\d{1,6}\] ?)?"
+                         r"(?:\[rank\d{1,6}\]: ?)?")
 MAX_CALLS = 64  # closed tracebacks kept (the last ones): a log of a thousand repeats stays small
 
 
@@ -296,6 +301,8 @@ class TracebackTracker:
         self._want_code = False
 
     def feed(self, text: str, line: int = 0) -> None:
+        if text[:1] in "(EWID[":
+            text = _LOG_PREFIX.sub("", text, count=1)
         if self._want_code:
             self._want_code = False
             if text[:1].isspace() and text.strip() and 'File "' not in text:
