@@ -67,7 +67,7 @@ ACLNN_CALL = re.compile(
 OPS_ERROR = re.compile(
     r"OPS function error: (?P<op>[A-Za-z_][\w:.]{0,120}), error code is (?P<code>\d{1,10})")
 NPU_CALL = re.compile(
-    r"NPU function error: (?!call aclnn)(?P<fn>[A-Za-z_][\w:]{0,160})\(.{0,200}?\), error code is "
+    r"NPU function error: ?(?!call aclnn)(?P<fn>[A-Za-z_][\w:]{0,160})\(.{0,200}?\), ?error code is "
     r"(?P<code>\d{1,10})")
 CANN_CODE = re.compile(r"(?<![\w'\"-])(?P<code>E[0-9A-Z]\d{4})(?=[:)\]\s!\[]|$)")
 PTA_CODE = re.compile(r"\b(?P<code>ERR\d{5}) (?P<component>[A-Z]{2,8}) (?P<message>[^.\n]{1,200})")

@@ -164,7 +164,11 @@ def _ops(con: Console, rep: LogReport) -> None:
 def _site(con: Console, site: SiteExplanation) -> None:
     more = site.total - len(site.rows)
     chosen = f" (chosen by {site.narrowed_by})" if site.narrowed_by else ""
-    if site.undecided:
+    if site.undecided and not site.rows:
+        con.print(f"  printed by one of {site.total} sites in the index, none in the failing "
+                  "function's own files or folder: its own check is not among the sources the "
+                  "catalog has")
+    elif site.undecided:
         con.print(f"  printed by one of {site.total} sites; the log does not say which (no "
                   "failing function, kernel or file of its own prints it); the two most likely:")
     for i, r in enumerate(site.rows):

@@ -53,6 +53,8 @@ class OpHit:
     signatures: set[str] = field(default_factory=set)
 
 
+_ZEROS = str.maketrans("0123456789", "0000000000")
+MAX_QUIET = 4096  # quiet line shapes remembered (bounded memory)
 _RELAYS = frozenset({"aclnn_call", "acl_call", "ops_error", "pta_error"})
 MAX_FINDINGS = 2000  # distinct findings kept; a log repeating one failure stays one finding
 MAX_LINES = 20  # line numbers kept per finding (for grouping)
@@ -127,6 +129,19 @@ class ExplainResult:
         }
 
 
+def quiet_key(text: str) -> str:
+    """``text`` with the digits of its leading ``[…]`` record head (timestamp, pid, source
+    line) zeroed, digit for digit: two records that differ there only are read alike (no
+    pattern reads a digit's value inside that head); "" for a line too long to remember."""
+    if len(text) > 2000:
+        return ""
+    if text.startswith("["):
+        end = text.find("]", 1, 120)
+        if end > 0:
+            return text[:end].translate(_ZEROS) + text[end:]
+    return text
+
+
 # What any reader of a record acts on, lower-cased (a superset is safe, a miss is not):
 # parse_record's triggers, the traceback tracker, products, looks_like_error, the message
 # index's error/warning lines, and the escape codes clean_line removes (a marker may hide
@@ -180,6 +195,7 @@ class Explainer:
         compiled = self._compiled
         fallback = self._fallback
         tb = TracebackTracker()
+        quiet: set[str] = set()  # line shapes that gave nothing
         n = 0
         raw: bytes | str
         for item in lines:
@@ -192,6 +208,11 @@ class Explainer:
             if isinstance(raw, bytes) and raw and is_binary(raw, text):
                 result.binary_lines += 1  # still read: a signature may match through junk
             tb.feed(text, n)
+            # a log repeats its lines under another timestamp: a line that gave nothing once
+            # gives nothing again (a warning printed every step of a long run)
+            shape = quiet_key(text)
+            if shape in quiet:
+                continue
             found = parse_record(text, n)
             if self.messages is not None:
                 self._message(found, text, n)
@@ -199,14 +220,21 @@ class Explainer:
             for f in found:
                 claimed |= f.kind in CLAIMING
                 self._finding(result, f, tb)
-            for soc in products_in(text):
+            socs = products_in(text)
+            for soc in socs:
                 result.products.setdefault(soc, n)
-            if not found and looks_like_error(text):
+            erring = not found and looks_like_error(text)
+            if erring:
                 result.error_lines += 1
                 if not result.first_error[0]:
                     result.first_error = (n, text.strip()[:300])
             fb = (FALLBACK.search(text)
                   if fallback and FALLBACK_NEEDLE in text.lower() else None)
+            if shape and not (found or socs or erring or fb or self._any(text)):
+                if len(quiet) >= MAX_QUIET:
+                    quiet.clear()
+                quiet.add(shape)
+                continue
             for sig, regexes in compiled:
                 if fb is not None and sig.id in fallback:
                     self._record(result, sig, fb, n, text, claimed)
@@ -225,6 +253,11 @@ class Explainer:
                         break
         result.calls = list(tb.closed)
         return result
+
+    def _any(self, text: str) -> bool:
+        """Whether any signature pattern matches ``text``."""
+        return any((not needle or needle in text) and rx.search(text) is not None
+                   for _, regexes in self._compiled for rx, needle in regexes)
 
     def _message(self, found: list[Finding], text: str, n: int) -> None:
         """The index's template of the line, as a ``message`` finding."""

@@ -178,7 +178,11 @@ def explain_sites(p: Problem, facts: MessageFacts) -> None:
         chosen, why_chosen = _narrow(rows, p, f.hint, facts)
         if not why_chosen:  # the line's own template only, unless the context chose another
             chosen = [r for r in chosen if r.template == f.template] or chosen
-        undecided = not why_chosen and _sites(chosen) > 1
+            if p.functions:  # the failing function is known and no CANN file of its own
+                # prints it: another operator's file would mislead (its lists, its guard);
+                # op-plugin's and torch_npu's sites belong to no aclnn function
+                chosen = [r for r in chosen if r.kind != "cann"]
+        undecided = not why_chosen and (_sites(chosen) > 1 or not chosen)
         shown = _shown(_likely(chosen, f.template) if undecided else chosen,
                        2 if undecided else MAX_SITES, keep_order=undecided)
         site = SiteExplanation(shown[0].template if shown else f.template, f.text, shown,

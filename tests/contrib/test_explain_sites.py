@@ -126,3 +126,16 @@ def test_each_shared_macro_text_is_placed_by_the_failing_function(upstream: Path
         site = next(s for s in p.sites if s.template == template)
         assert {r.path for r in site.rows} <= {r.path for r in rows if fn in r.entries}, \
             (fn, [r.path for r in site.rows])
+
+
+def test_a_known_function_with_no_site_of_its_own_names_no_other_file(upstream: Path) -> None:
+    # the index lacks aclnn_expm1.cpp: the text's other sites belong to other operators
+    index = build(upstream, [QUANT, (MATH, "math/arg_max_v2/op_api/aclnn_argmax.cpp")])
+    (p,) = explained(index, """
+RuntimeError: call aclnnExpm1 failed, error code is 161002
+[PID: 1234] 2025-01-10-11:22:33.123.456 AclNN_Parameter_Error(EZ1001): Tensor self not implemented for DT_DOUBLE, should be in dtype support list [DT_FLOAT16,DT_FLOAT,DT_BFLOAT16,].
+""")
+    site = next(s for s in p.sites if "support list" in s.template)
+    assert site.undecided and site.rows == [] and site.total >= 1
+    # the list the installed CANN printed still says what to cast to
+    assert any(c.startswith("cast ") and "DT_FLOAT16, DT_FLOAT, DT_BFLOAT16" in c for c in p.changes)
