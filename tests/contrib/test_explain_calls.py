@@ -110,3 +110,11 @@ def test_a_traceback_without_its_exception_line_and_a_frame_without_source() -> 
     assert result.calls == []  # never closed: nothing kept
     p = diagnose.diagnose(result)[0]
     assert p.call is None
+
+
+def test_an_error_record_naming_a_python_file_and_line_is_the_call() -> None:
+    log = ["[ERROR] 2025-06-01-10:00:00 (PID:1, Device:0, RankID:-1) /home/u/run.py:55 step failed",
+           "RuntimeError: call aclnnMul failed, error code is 161002",
+           "[ERROR] 2025-06-01-10:00:00 (PID:1) /usr/lib/python3.10/site-packages/torch/x.py:9 relayed"]
+    p = diagnose.diagnose(scan.explain(log, SIGS))[0]
+    assert p.call is not None and p.call.where == "/home/u/run.py:55"
