@@ -251,10 +251,8 @@ def explain(
         from opcheck.cli.commands_check import _installed_torch
         from opcheck.cli.common import open_catalog
         from opcheck.contrib.explain.facts import message_index
-        from opcheck.contrib.explain.reader import log_records
         from opcheck.contrib.explain.report import report_log
-        from opcheck.contrib.explain.scan import explain as run_explain
-        from opcheck.contrib.explain.scan import explain_file
+        from opcheck.contrib.explain.scan import explain_file, explain_stream
         from opcheck.db.catalog import Catalog
 
         progress = None
@@ -266,7 +264,7 @@ def explain(
 
         cat = Catalog.load(open_catalog(catalog))
         index = message_index(cat)
-        result = (run_explain(log_records(sys.stdin.buffer), messages=index) if log == "-"
+        result = (explain_stream(sys.stdin.buffer, messages=index) if log == "-"
                   else explain_file(Path(log), progress=progress, messages=index))
         if progress is not None:
             typer.echo("\r\x1b[K", err=True, nl=False)

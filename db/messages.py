@@ -113,3 +113,11 @@ def ops_reaching(engine: Engine, function: str) -> list[str]:
         out |= {str(r[0]) for r in conn.execute(text(
             "SELECT DISTINCT op FROM npukernel WHERE aclnn = :f"), {"f": function})}
     return sorted(out)
+
+
+def paths_of(engine: Engine, function: str) -> list[str]:
+    """The files whose messages list ``function`` among their aclnn entries (its own files)."""
+    with engine.connect() as conn:
+        return [r[0] for r in conn.execute(text(
+            "SELECT DISTINCT path FROM message_template WHERE ',' || entry || ',' LIKE :pat "
+            "ORDER BY path"), {"pat": f"%,{function},%"})]

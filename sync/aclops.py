@@ -70,7 +70,9 @@ class AclOpSources:
                         where = r.path.split("/op_plugin/", 1)[-1]
                         at[key] = (where, r.line, sid, rkey)
         ctx.data.op_acl_types = sorted(
-            (OpAclTypeRec(*key, releases=",".join(sorted(rels, key=order.__getitem__)),
+            (OpAclTypeRec(op=key[0], op_type=key[1], engine=key[2], condition=key[3],
+                          via=key[4], match=key[5],
+                          releases=",".join(sorted(rels, key=order.__getitem__)),
                           path=at[key][0], line=at[key][1], source_id=at[key][2])
              for key, rels in grouped.items()),
             key=lambda r: (r.op, r.op_type, r.via, r.condition, r.engine))

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from opcheck.contrib.explain.codes import CodeBook, Rule, load_codes, load_rules
 from opcheck.contrib.explain.facts import CatalogFacts, MessageFacts
 from opcheck.contrib.explain.problem import ANCHORS, CodeInfo, Problem
-from opcheck.contrib.explain.records import Finding
+from opcheck.contrib.explain.records import Finding, UserCall
 from opcheck.contrib.explain.scan import CLAIMING, ExplainResult
-from opcheck.contrib.explain.signatures import Signature
+from opcheck.contrib.explain.signatures import Category, Signature
 from opcheck.contrib.explain.sites import explain_sites
 
 BEFORE, AFTER = 3, 40  # lines around a failure whose CANN lines belong to it
@@ -44,6 +44,9 @@ def _group(findings: list[Finding]) -> list[Problem]:
             continue
         p = Problem(f)
         claimed.add(i)
+        if _is_warning(f):  # a warning is its own line: the error lines near it are not its
+            problems.append(p)
+            continue
         # One failure rejects one dtype: a second rejected-dtype line nearby is another
         # failure (its own problem), with everything else on its line.
         dtype_lines = {g.line for g in ordered if g.kind == "dtype"}
@@ -68,6 +71,13 @@ def _group(findings: list[Finding]) -> list[Problem]:
             else:
                 problems.append(Problem(g))
     return sorted(problems, key=lambda p: p.anchor.line)
+
+
+def _is_warning(f: Finding) -> bool:
+    """A message finding on a warning record (``[W …]``, ``Warning:``, ``UserWarning``)."""
+    head = f.text[:200]
+    return f.kind == "message" and (head.startswith("[W") or "Warning:" in head
+                                    or "Warning]" in head)
 
 
 def _main_code(p: Problem) -> str:
@@ -172,9 +182,63 @@ def diagnose(result: ExplainResult, *, facts: CatalogFacts | None = None,
             break
         if messages is not None:
             explain_sites(p, messages)
+        p.call = user_call(p, result.calls)
+        p.call_ops = call_ops(p)
         ids = dict.fromkeys(s for f in p.findings for s in f.signatures)
         p.signatures = [sigs[i] for i in ids if i in sigs and not sigs[i].generic]
+        settle(p)
     return problems
+
+
+_CAST = re.compile(r"\bcast\b", re.IGNORECASE)
+
+
+def settle(p: Problem) -> None:
+    """One answer: what the site that printed the failure says to change (its support list,
+    its guard, the binaries) wins over the generic advice of signatures and code tables. A
+    signature about dtypes gives way to the site's own dtype list; advice to cast gives way
+    to an empty support list (no cast helps); a rule's fix that says to cast, likewise."""
+    if not p.changes:
+        return
+    no_cast = any(c.startswith("none:") for c in p.changes)
+    dtype_site = any("support list" in s.template for s in p.sites if s.rows)
+    kept: list[Signature] = []
+    for sig in p.signatures:
+        if (no_cast and _CAST.search(sig.fix)) or (dtype_site and sig.category is Category.dtype):
+            p.superseded.append(f"signature {sig.id}")
+        else:
+            kept.append(sig)
+    p.signatures = kept
+    if no_cast and p.rule is not None and _CAST.search(p.rule.fix):
+        p.superseded.append(f"rule {p.rule.id} fix")
+
+
+def user_call(p: Problem, calls: list[UserCall]) -> UserCall | None:
+    """The user's frame of the failure: the traceback the failing line was raised in, else
+    the traceback that names the failing function or kernel, else the nearest one that ends
+    within the failure's lines (a runtime prints its error before Python raises)."""
+    f = next((f for f in p.findings if f.where), None)
+    if f is not None:
+        got = next((c for c in calls if c.where == f.where and c.first <= f.line <= c.last), None)
+        return got or UserCall(f.where, "", f.call_line, f.line, f.line, "")
+    names = [*p.functions, *p.kernels]
+    named = [c for c in calls if any(n in c.exception for n in names)]
+    if named:
+        return min(named, key=lambda c: abs(c.last - p.anchor.line))
+    lines = [n for g in p.findings for n in g.lines or [g.line]]
+    near = [c for c in calls
+            if min(lines) - AFTER <= c.last and c.first <= max(lines) + AFTER]
+    return min(near, key=lambda c: abs(c.last - p.anchor.line)) if near else None
+
+
+def call_ops(p: Problem) -> list[str]:
+    """The failure's ATen ops whose name the user's line calls (``torch.repeat_interleave(``,
+    ``x.fill_(``)."""
+    if p.call is None or not p.call.code:
+        return []
+    code = p.call.code
+    return [op for op in p.ops
+            if re.search(rf"\b{re.escape(op.removeprefix('aten::').split('.')[0])}\s*\(", code)]
 
 
 def signature_workarounds(sig: Signature, ops: set[str],

@@ -72,6 +72,11 @@ class _SqlFacts:
 
         return messages.ops_reaching(self.cat.engine, function)
 
+    def paths_of(self, function: str) -> list[str]:
+        from opcheck.db import messages
+
+        return messages.paths_of(self.cat.engine, function)
+
     def op_type(self, op_type: str) -> OpTypeFacts:
         from opcheck.db import cann_engine, messages
 

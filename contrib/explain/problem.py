@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from opcheck.contrib.explain.codes import Rule
 from opcheck.contrib.explain.facts import DocCode, OpTypeFacts
-from opcheck.contrib.explain.records import Finding
+from opcheck.contrib.explain.records import Finding, UserCall
 from opcheck.contrib.explain.signatures import Signature
 
 if TYPE_CHECKING:
@@ -60,6 +60,9 @@ class Problem:
     op_types: list[OpTypeFacts] = field(default_factory=list)
     changes: list[str] = field(default_factory=list)  # what the user can change, from the above
     notes: list[str] = field(default_factory=list)  # unindexed messages, docs that disagree
+    superseded: list[str] = field(default_factory=list)  # generic advice the site's overrules
+    call: UserCall | None = None  # the user's frame of its Python traceback ("your call")
+    call_ops: list[str] = field(default_factory=list)  # its ATen ops the call's line names
 
     @property
     def findings(self) -> list[Finding]:
@@ -96,6 +99,7 @@ class Problem:
             "line": self.anchor.line, "kind": self.anchor.kind,
             "functions": self.functions, "codes": self.codes, "dtypes": self.dtypes,
             "kernels": self.kernels, "messages": self.messages, "where": self.where,
+            **({"call": {**self.call.as_dict(), "ops": self.call_ops}} if self.call else {}),
             "findings": [f.as_dict() for f in self.findings],
             "code": self.code.as_dict() if self.code else None,
             "other_codes": [c.as_dict() for c in self.other_codes],
@@ -110,6 +114,7 @@ class Problem:
             "sites": [x.as_dict() for x in self.sites],
             "op_types": [o.as_dict() for o in self.op_types],
             "changes": self.changes, "notes": self.notes,
+            **({"superseded": self.superseded} if self.superseded else {}),
         }
 
 
@@ -123,10 +128,11 @@ class SiteExplanation:
     total: int  # sites printing this text in the index
     narrowed_by: str = ""  # what chose ``rows`` among ``total``
     why: str = ""  # the guarding condition of the first row, in words
+    undecided: bool = False  # the log's context does not choose: ``rows`` are the likeliest
 
     def as_dict(self) -> dict[str, Any]:
         return {"template": self.template, "total": self.total, "narrowed_by": self.narrowed_by,
-                "why": self.why,
+                "why": self.why, **({"undecided": True} if self.undecided else {}),
                 "sites": [{"kind": r.kind, "library": r.library, "path": r.path, "line": r.line,
                            "function": r.function, "entry": r.entries, "condition": r.condition,
                            "lists": r.lists, "versions": r.versions, "url": r.url}

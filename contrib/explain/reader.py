@@ -224,3 +224,99 @@ class Counting:
 def log_records(stream: Readable) -> Iterator[tuple[int, bytes]]:
     """The records of a log stream in any of the encodings :func:`decoded` knows."""
     return iter_records(decoded(stream))
+
+
+FOLLOWED = frozenset({b'file "'})  # markers whose next line is read too
+
+
+class Candidates:
+    """The records of a log that hold a marker, with their line numbers, and the number of
+    lines read (:attr:`lines`).
+
+    Most of a big log (steps, losses, INFO records) holds nothing explain reads: each 64 KB
+    chunk is lower-cased and searched for each of ``markers`` (``bytes.find``, in C) and with
+    each of ``patterns``; only the lines holding one are cut out, the others are counted. A
+    matching line goes through :func:`iter_records` as before, so what is read is what the
+    full reader reads, as long as every line any reader of the records acts on holds a marker
+    or a pattern's match. A chunk with no newline (a log written without them) hands the rest
+    of the stream to :func:`iter_records`."""
+
+    def __init__(self, stream: Readable, markers: tuple[bytes, ...],
+                 patterns: tuple[re.Pattern[bytes], ...] = (), *,
+                 chunk_size: int = 1 << 16, max_line: int = MAX_LINE * 4) -> None:
+        self._stream, self._markers, self._patterns = stream, markers, patterns
+        self._chunk, self._max = chunk_size, max_line
+        self._pending = False  # the next chunk's first line is a followed line's next
+        self.lines = 0
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        carry = b""
+        while True:
+            chunk = self._stream.read(self._chunk)
+            if not chunk:
+                break
+            buf = carry + chunk
+            end = buf.rfind(b"\n") + 1
+            if end == 0:
+                if len(buf) > self._max * 4:  # no newline in sight: read it as records
+                    yield from self._records(_Prefixed(buf, self._stream), self.lines + 1)
+                    return
+                carry = buf
+                continue
+            yield from self._scan(buf, end)
+            carry = buf[end:]
+        if carry:
+            yield from self._scan(carry + b"\n", len(carry) + 1)
+
+    def _starts(self, buf: bytes, end: int) -> list[int]:
+        """Where the lines of ``buf[:end]`` holding a marker or a pattern's match start."""
+        low = buf[:end].lower()
+        starts: set[int] = {0} if self._pending else set()
+        self._pending = False
+        for hay, needles in ((low, self._markers), (buf, self._patterns)):
+            for needle in needles:
+                pos = 0
+                follow = needle in FOLLOWED
+                while True:
+                    if isinstance(needle, bytes):
+                        at = hay.find(needle, pos, end)
+                    else:
+                        m = needle.search(hay, pos, end)
+                        at = -1 if m is None else m.start()
+                    if at < 0:
+                        break
+                    starts.add(hay.rfind(b"\n", 0, at) + 1)
+                    pos = hay.find(b"\n", at, end) + 1
+                    if pos <= 0:
+                        break
+                    if follow:  # a traceback frame's source line (maybe in the next chunk)
+                        if pos < end:
+                            starts.add(pos)
+                        else:
+                            self._pending = True
+        return sorted(starts)
+
+    def _scan(self, buf: bytes, end: int) -> Iterator[tuple[int, bytes]]:
+        """The matching lines of ``buf[:end]`` (whole lines), counting every line."""
+        base, counted = self.lines, 0
+        for start in self._starts(buf, end):
+            stop = buf.find(b"\n", start, end)
+            lineno = base + buf.count(b"\n", counted, start) + 1
+            base, counted = lineno - 1, start
+            if stop - start <= self._max:
+                yield lineno, buf[start:stop]
+            else:
+                yield from self._records(_Prefixed(buf[start:stop], _Empty()), lineno)
+        self.lines = base + buf.count(b"\n", counted, end)
+
+    def _records(self, stream: Readable, first: int) -> Iterator[tuple[int, bytes]]:
+        last = first
+        for n, rec in iter_records(stream, chunk_size=self._chunk, max_line=self._max):
+            last = first + n - 1
+            yield last, rec
+        self.lines = max(self.lines, last)
+
+
+class _Empty:
+    def read(self, size: int = -1, /) -> bytes:
+        return b""

@@ -11,6 +11,7 @@ line is a fallback for one reader exactly when it is for the other. Pure: no cat
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,7 +69,7 @@ ACLNN_CALL = re.compile(
 OPS_ERROR = re.compile(
     r"OPS function error: (?P<op>[A-Za-z_][\w:.]{0,120}), error code is (?P<code>\d{1,10})")
 NPU_CALL = re.compile(
-    r"NPU function error: (?!call aclnn)(?P<fn>[A-Za-z_][\w:]{0,160})\(.{0,200}?\), error code is "
+    r"NPU function error: ?(?!call aclnn)(?P<fn>[A-Za-z_][\w:]{0,160})\(.{0,200}?\), ?error code is "
     r"(?P<code>\d{1,10})")
 CANN_CODE = re.compile(r"(?<![\w'\"-])(?P<code>E[0-9A-Z]\d{4})(?=[:)\]\s!\[]|$)")
 PTA_CODE = re.compile(r"\b(?P<code>ERR\d{5}) (?P<component>[A-Z]{2,8}) (?P<message>[^.\n]{1,200})")
@@ -81,6 +82,8 @@ KERNEL_NAME = re.compile(
     r"|Kernel Run failed\. opType: \d+, (?P<kernel2>\w{1,160})"
     r"|launch failed for (?P<kernel3>\w{1,160}), errno:\s*(?P<code>\d{1,10})")
 RETURN_CODE = re.compile(r"(?:failed|error code is|errno|ret(?:urn)?\s*code)\s*[:=]?\s*(?P<code>50\d{4})\b")
+# torch_npu's "The Inner error is reported as above … the current working operator name is X"
+WORKING_OP = re.compile(r"current working operator name is (?P<name>[A-Za-z_]\w{0,160})")
 UNDEFINED_SYMBOL = re.compile(r"undefined symbol: (?P<sym>[A-Za-z_][\w]{0,200})")
 TRACE_FRAME = re.compile(r'(?<![\w"])File "(?P<file>[^"]{1,500})", line (?P<line>\d{1,9}), in (?P<func>\S{1,200})')
 EXCEPTION_LINE = re.compile(r"^(?:[\w.]{0,80}\.)?(?P<exc>[A-Z]\w{0,60}(?:Error|Exception|Interrupt))(?::\s*(?P<msg>.*))?$")
@@ -103,7 +106,8 @@ ATTEN_MASK_SHAPE = re.compile(r"the shape is (?P<shape>\[[\d, ]{1,80}\])")
 _PID_TS = re.compile(
     r"\[PID:\s*\d+\]|\(PID:\s*\d+[^)]*\)|\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d+)*|\[FUNC:[^\]]*\]"
     r"|\[FILE:[^\]]*\]|\[LINE:\d+\]|\((?:E[0-9A-Z]\d{4})\):?")
-_USER_FRAME_SKIP = ("site-packages", "dist-packages", "/lib/python", "<frozen", "<string>")
+_USER_FRAME_SKIP = ("site-packages", "dist-packages", "/lib/python", "<frozen", "<string>",
+                    "/torch/", "/torch_npu/")
 
 
 @dataclass
@@ -127,7 +131,9 @@ class Finding:
     dtype: str = ""  # a dtype the line says was rejected
     kernel: str = ""
     where: str = ""  # the user's file:line nearest the failure (from a Python traceback)
+    call_line: str = ""  # the source line of ``where``, when the traceback shows it
     template: str = ""  # the message template of the index this line matched (kind "message")
+    also: tuple[str, ...] = ()  # the other templates it matches (kind "message")
     hint: str = ""  # [FUNC:…][FILE:…][LINE:…] the line itself names
     count: int = 1
     lines: list[int] = field(default_factory=list)  # first lines it occurs on (bounded)
@@ -142,7 +148,8 @@ class Finding:
         return {k: v for k, v in {
             "kind": self.kind, "line": self.line, "count": self.count, "code": self.code,
             "function": self.function, "op": self.op, "message": self.message,
-            "dtype": self.dtype, "kernel": self.kernel, "where": self.where, "text": self.text,
+            "dtype": self.dtype, "kernel": self.kernel, "where": self.where,
+            "call_line": self.call_line, "text": self.text,
             "template": self.template, "hint": self.hint,
         }.items() if v != ""}
 
@@ -174,6 +181,12 @@ def parse_record(text: str, line: int) -> list[Finding]:
     if "call aclnn" in text:
         for m in ACLNN_CALL.finditer(text):
             add("aclnn_call", function=m["fn"], code=m["code"] or "")
+    if "working operator name" in text:
+        wm = WORKING_OP.search(text)
+        if wm and wm["name"].startswith("aclnn"):
+            add("aclnn_call", function=wm["name"])
+        elif wm:
+            add("kernel", kernel=wm["name"])
     if "OPS function error" in text:
         for m in OPS_ERROR.finditer(text):
             add("ops_error", op=m["op"], code=m["code"])
@@ -241,23 +254,86 @@ def parse_record(text: str, line: int) -> list[Finding]:
     return out
 
 
+@dataclass
+class UserCall:
+    """The user's frame of one Python traceback in the log: the last frame outside torch,
+    torch_npu and site-packages (the call to change), with the source line the traceback
+    shows under it."""
+
+    where: str  # file:line
+    func: str
+    code: str  # the source line, when the traceback prints it
+    first: int  # the traceback's first line in the log
+    last: int  # its exception line
+    exception: str  # the exception line, cut
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"where": self.where, "func": self.func, "code": self.code, "first": self.first,
+                "last": self.last, "exception": self.exception}
+
+
+# torch_npu's [ERROR] records may name a Python file and line ("[ERROR] ... train.py:20 ...")
+_PY_POS = re.compile(r"(?P<file>[\w./\\~-]{1,400}\.py):(?P<line>\d{1,9})\b")
+# a logger's prefix before each line of a traceback it relays (vLLM's "ERROR 01-21 06:59:30
+# [core.py:634] ", "(Worker_TP0 pid=415) ", torchrun's "[rank0]: ")
+_LOG_PREFIX = re.compile(r"^(?:\(\w{1,40} pid=\d{1,9}\) )?(?:(?:ERROR|WARNING|INFO|DEBUG) "
+                         r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w.]{1,80}:\d{1,6}\] ?)?"
+                         r"(?:\[rank\d{1,6}\]: ?)?")
+MAX_CALLS = 64  # closed tracebacks kept (the last ones): a log of a thousand repeats stays small
+
+
+def is_user_file(path: str) -> bool:
+    return not any(s in path for s in _USER_FRAME_SKIP)
+
+
 class TracebackTracker:
     """Follows Python tracebacks through a log: the user's frame nearest the failure.
 
-    A frame is the user's when its file is outside site-packages, dist-packages and the
-    standard library; the innermost such frame of the traceback in progress is the answer."""
+    A frame is the user's when its file is outside site-packages, dist-packages, the standard
+    library and torch / torch_npu checkouts; the innermost such frame of the traceback in
+    progress is :attr:`where` (with its source line, :attr:`code`). Each traceback closed by
+    its exception line is kept in :attr:`closed` (the last :data:`MAX_CALLS`); a chain
+    ("During handling of the above exception …") is one traceback per link. Memory: one
+    frame per traceback, whatever its depth."""
 
     def __init__(self) -> None:
         self.where = ""
+        self.func = ""
+        self.code = ""
+        self.closed: deque[UserCall] = deque(maxlen=MAX_CALLS)
+        self._start = 0
+        self._open = False
+        self._want_code = False
 
-    def feed(self, text: str) -> None:
+    def feed(self, text: str, line: int = 0) -> None:
+        if text[:1] in "(EWID[":
+            text = _LOG_PREFIX.sub("", text, count=1)
+        if self._want_code:
+            self._want_code = False
+            if text[:1].isspace() and text.strip() and 'File "' not in text:
+                self.code = text.strip()[:200]
+                return
         if "Traceback (most recent call last)" in text:
-            self.where = ""
+            self.where = self.func = self.code = ""
+            self._start, self._open = line, True
             return
         if 'File "' in text:
             m = TRACE_FRAME.search(text)
-            if m and not any(s in m["file"] for s in _USER_FRAME_SKIP):
-                self.where = f"{m['file']}:{m['line']}"
+            if m and is_user_file(m["file"]):
+                self.where, self.func, self.code = f"{m['file']}:{m['line']}", m["func"], ""
+                self._want_code = True
+            return
+        if self._open and ("Error" in text or "Exception" in text or "Interrupt" in text) \
+                and not text[:1].isspace() and EXCEPTION_LINE.match(text.strip()):
+            self._open = False
+            if self.where:
+                self.closed.append(UserCall(self.where, self.func, self.code, self._start, line,
+                                            text.strip()[:300]))
+            return
+        if "[ERROR]" in text and ".py:" in text:
+            pm = _PY_POS.search(text)
+            if pm and is_user_file(pm["file"]):
+                self.where, self.func, self.code = f"{pm['file']}:{pm['line']}", "", ""
 
 
 def looks_like_error(text: str) -> bool:

@@ -38,8 +38,7 @@ def _problem(con: Console, p: Problem) -> None:
     a = p.anchor
     head = f"line {a.line}" + (f" (and {a.count - 1} more)" if a.count > 1 else "")
     con.print(f"[bold]{head}:[/bold] {escape(a.text[:200])}")
-    if p.where:
-        con.print(f"  in your code: {escape(p.where)}")
+    _call(con, p)
     shown = {a.line}
     for f in p.parts:
         if f.line not in shown:
@@ -69,6 +68,21 @@ def _problem(con: Console, p: Problem) -> None:
         con.print(f"  ATen ops the catalog links to {', '.join(p.functions)}: {', '.join(p.ops)}")
     if p.workarounds:
         con.print(f"  workarounds: {', '.join(p.workarounds)}")
+
+
+def _call(con: Console, p: Problem) -> None:
+    """The user's line, tied to the ATen op the failure names."""
+    c = p.call
+    if c is None:
+        return
+    code = f": {c.code}" if c.code else ""
+    con.print(f"  your call: {escape(c.where)}{escape(code)}")
+    if p.call_ops:
+        via = f" (through {', '.join(p.functions)})" if p.functions else ""
+        con.print(f"    it runs {', '.join(p.call_ops)}{via}: the failing op")
+    elif p.ops and p.functions:
+        con.print(f"    the failing {', '.join(p.functions)} runs for "
+                  f"{', '.join(p.ops[:6])}: the call on this line reaches one of them")
 
 
 def _codes(con: Console, p: Problem) -> None:
@@ -108,7 +122,8 @@ def _advice(con: Console, p: Problem) -> None:
         con.print(f"  [bold]rule broken:[/bold] {escape(p.rule_text)}"
                   + (f"  ({p.rule.doc})" if p.rule.doc else ""))
         con.print(f"  cause: {escape(p.rule.cause)}")
-        con.print(f"  fix: {escape(p.rule.fix)}")
+        if f"rule {p.rule.id} fix" not in p.superseded:  # the site's own answer says otherwise
+            con.print(f"  fix: {escape(p.rule.fix)}")
     elif c is not None and c.fix and not p.changes and not any(
             n.startswith("message not in the index") for n in p.notes):
         con.print(f"  what to do: {escape(c.fix)}")
@@ -149,8 +164,15 @@ def _ops(con: Console, rep: LogReport) -> None:
 def _site(con: Console, site: SiteExplanation) -> None:
     more = site.total - len(site.rows)
     chosen = f" (chosen by {site.narrowed_by})" if site.narrowed_by else ""
+    if site.undecided and not site.rows:
+        con.print(f"  printed by one of {site.total} sites in the index, none in the failing "
+                  "function's own files or folder: its own check is not among the sources the "
+                  "catalog has")
+    elif site.undecided:
+        con.print(f"  printed by one of {site.total} sites; the log does not say which (no "
+                  "failing function, kernel or file of its own prints it); the two most likely:")
     for i, r in enumerate(site.rows):
-        head = "printed by" if i == 0 else "or by"
+        head = ("maybe" if site.undecided else "printed by") if i == 0 else "or by"
         entry = f" of {', '.join(r.entries[:3])}" if r.entries else ""
         func = f"{r.function}(){entry}" if r.function else (entry.removeprefix(" of ") or r.path)
         con.print(f"  {head} {escape(func)}: {r.library} {escape(r.path)}:{r.line} "
@@ -159,11 +181,11 @@ def _site(con: Console, site: SiteExplanation) -> None:
             con.print(f"    {r.url}")
         if r.condition:
             con.print(f"    when: {escape(site.why if i == 0 else r.condition)}")
-        if r.lists and i == 0:
+        if r.lists and i == 0 and not site.undecided:  # another file's lists would mislead
             lists = "; ".join(f"{n}: {v or '(empty)'}" for n, _, v in
                               (x.partition(":") for x in r.lists.split(";")))
             con.print(f"    dtype lists it refers to: {escape(lists[:400])}")
-    if more > 0:
+    if more > 0 and not site.undecided:
         con.print(f"    ({more} other site(s) in the index print the same text)")
 
 

@@ -10,12 +10,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opcheck.contrib.explain.reader import Counting, Readable, clean_line, is_binary, log_records
+from opcheck.contrib.explain.reader import (
+    Candidates,
+    Counting,
+    Readable,
+    clean_line,
+    decoded,
+    is_binary,
+)
 from opcheck.contrib.explain.records import (
     FALLBACK,
     FALLBACK_NEEDLE,
     Finding,
     TracebackTracker,
+    UserCall,
     looks_like_error,
     parse_record,
     products_in,
@@ -45,6 +53,8 @@ class OpHit:
     signatures: set[str] = field(default_factory=set)
 
 
+_ZEROS = str.maketrans("0123456789", "0000000000")
+MAX_QUIET = 4096  # quiet line shapes remembered (bounded memory)
 _RELAYS = frozenset({"aclnn_call", "acl_call", "ops_error", "pta_error"})
 MAX_FINDINGS = 2000  # distinct findings kept; a log repeating one failure stays one finding
 MAX_LINES = 20  # line numbers kept per finding (for grouping)
@@ -65,6 +75,7 @@ class ExplainResult:
     error_lines: int = 0  # lines that read like errors
     first_error: tuple[int, str] = (0, "")
     binary_lines: int = 0
+    calls: list[UserCall] = field(default_factory=list)  # the user's frame of each traceback
 
     @property
     def signature_ids(self) -> set[str]:
@@ -105,6 +116,7 @@ class ExplainResult:
             "error_lines": self.error_lines,
             "first_error": ({"line": self.first_error[0], "text": self.first_error[1]}
                             if self.first_error[0] else None),
+            **({"calls": [c.as_dict() for c in self.calls]} if self.calls else {}),
         }
 
     @property
@@ -115,6 +127,47 @@ class ExplainResult:
             for o in self.ops.values()
             if any(self.hits[s].signature.category is Category.fallback for s in o.signatures)
         }
+
+
+def quiet_key(text: str) -> str:
+    """``text`` with the digits of its leading ``[…]`` record head (timestamp, pid, source
+    line) zeroed, digit for digit: two records that differ there only are read alike (no
+    pattern reads a digit's value inside that head); "" for a line too long to remember."""
+    if len(text) > 2000:
+        return ""
+    if text.startswith("["):
+        end = text.find("]", 1, 120)
+        if end > 0:
+            return text[:end].translate(_ZEROS) + text[end:]
+    return text
+
+
+# What any reader of a record acts on, lower-cased (a superset is safe, a miss is not):
+# parse_record's triggers, the traceback tracker, products, looks_like_error, the message
+# index's error/warning lines, and the escape codes clean_line removes (a marker may hide
+# behind one). Each signature pattern adds its literal needle (or, with none, its regex).
+MARKERS = (b"err", b"fail", b"exception", b"traceback", b"fatal", b"warn", b"kernel", b"aclnn",
+           b"ompile", b"of tbe.", b"optype", b"op type", b"not implemented", b"scalar_type",
+           b"not currently", b"not sur", b"undefined symbol", b"does not", b'file "', b"ascend",
+           b"interrupt", b"\x1b")
+_CODE_MARK = re.compile(rb"E[0-9A-Z]\d{4}")  # CANN codes: EZ9999, E40021
+
+
+def prefilter(signatures: Iterable[Signature]) -> tuple[tuple[bytes, ...],
+                                                         tuple[re.Pattern[bytes], ...]]:
+    """Markers and patterns every line explain would act on holds one of (see
+    :class:`Candidates`)."""
+    markers = list(MARKERS)
+    patterns = [_CODE_MARK]
+    for s in signatures:
+        for p in s.patterns:
+            needle = pattern_needle(p).lower().encode()
+            if needle and not any(m in needle for m in markers):
+                markers.append(needle)
+            elif not needle:  # its groups renamed away: two patterns may name the same group
+                patterns.append(re.compile(re.sub(r"\(\?P<\w+>", "(?:", p).encode(),
+                                           re.MULTILINE))
+    return tuple(dict.fromkeys(markers)), tuple(patterns)
 
 
 class Explainer:
@@ -134,6 +187,7 @@ class Explainer:
             (s, [(re.compile(p), pattern_needle(p)) for p in s.patterns]) for s in self.signatures
         ]
         self._fallback = {s.id for s in self.signatures if s.category is Category.fallback}
+        self.prefilter = prefilter(self.signatures)
 
     def explain(self, lines: Iterable[bytes | str | tuple[int, bytes]]) -> ExplainResult:
         """Read a log: plain lines (numbered from 1) or (line number, record) pairs."""
@@ -141,6 +195,7 @@ class Explainer:
         compiled = self._compiled
         fallback = self._fallback
         tb = TracebackTracker()
+        quiet: set[str] = set()  # line shapes that gave nothing
         n = 0
         raw: bytes | str
         for item in lines:
@@ -152,33 +207,34 @@ class Explainer:
             text = clean_line(raw)
             if isinstance(raw, bytes) and raw and is_binary(raw, text):
                 result.binary_lines += 1  # still read: a signature may match through junk
-            tb.feed(text)
+            tb.feed(text, n)
+            # a log repeats its lines under another timestamp: a line that gave nothing once
+            # gives nothing again (a warning printed every step of a long run)
+            shape = quiet_key(text)
+            if shape in quiet:
+                continue
             found = parse_record(text, n)
-            # a line torch_npu relays a failed call on is read by the parser; its own check
-            # is printed on the lines around it
-            said = next((f.message for f in found if f.kind == "cann_error" and f.message), "")
-            # the macros the index holds print errors and warnings: a line that reads as
-            # neither (steps, losses, INFO records: most of a big log) is not searched
-            if self.messages is not None and (said or (
-                    not any(f.kind in _RELAYS for f in found)
-                    and (found or looks_like_error(text) or "warn" in text.lower()))):
-                mm = self.messages.match(said or text, text)
-                if mm is not None:
-                    hint = ":".join(x for x in (mm.func, mm.file, str(mm.line or "")) if x)
-                    found.append(Finding("message", n, text.strip()[:300], template=mm.template,
-                                         hint=hint))
+            if self.messages is not None:
+                self._message(found, text, n)
             claimed = False
             for f in found:
                 claimed |= f.kind in CLAIMING
-                self._finding(result, f, tb.where)
-            for soc in products_in(text):
+                self._finding(result, f, tb)
+            socs = products_in(text)
+            for soc in socs:
                 result.products.setdefault(soc, n)
-            if not found and looks_like_error(text):
+            erring = not found and looks_like_error(text)
+            if erring:
                 result.error_lines += 1
                 if not result.first_error[0]:
                     result.first_error = (n, text.strip()[:300])
             fb = (FALLBACK.search(text)
                   if fallback and FALLBACK_NEEDLE in text.lower() else None)
+            if shape and not (found or socs or erring or fb or self._any(text)):
+                if len(quiet) >= MAX_QUIET:
+                    quiet.clear()
+                quiet.add(shape)
+                continue
             for sig, regexes in compiled:
                 if fb is not None and sig.id in fallback:
                     self._record(result, sig, fb, n, text, claimed)
@@ -195,15 +251,38 @@ class Explainer:
                                 if got is not None and sig.id not in got.signatures:
                                     got.signatures.append(sig.id)
                         break
+        result.calls = list(tb.closed)
         return result
 
+    def _any(self, text: str) -> bool:
+        """Whether any signature pattern matches ``text``."""
+        return any((not needle or needle in text) and rx.search(text) is not None
+                   for _, regexes in self._compiled for rx, needle in regexes)
+
+    def _message(self, found: list[Finding], text: str, n: int) -> None:
+        """The index's template of the line, as a ``message`` finding."""
+        assert self.messages is not None
+        # a line torch_npu relays a failed call on is read by the parser; its own check
+        # is printed on the lines around it
+        said = next((f.message for f in found if f.kind == "cann_error" and f.message), "")
+        # the macros the index holds print errors and warnings: a line that reads as
+        # neither (steps, losses, INFO records: most of a big log) is not searched
+        if said or (not any(f.kind in _RELAYS for f in found)
+                    and (found or looks_like_error(text) or "warn" in text.lower())):
+            mm = self.messages.match(said or text, text)
+            if mm is not None:
+                hint = ":".join(x for x in (mm.func, mm.file, str(mm.line or "")) if x)
+                found.append(Finding("message", n, text.strip()[:300], template=mm.template,
+                                     hint=hint, also=mm.also))
+
     @staticmethod
-    def _finding(result: ExplainResult, f: Finding, where: str) -> None:
+    def _finding(result: ExplainResult, f: Finding, tb: TracebackTracker) -> None:
         got = result.findings.get(f.key)
         if got is None:
             if len(result.findings) >= MAX_FINDINGS:
                 return
-            f.where = where if f.kind in ("aclnn_call", "ops_error", "acl_call", "exception") else ""
+            if f.kind in ("aclnn_call", "ops_error", "acl_call", "exception"):
+                f.where, f.call_line = tb.where, tb.code if tb.where else ""
             f.lines = [f.line]
             result.findings[f.key] = f
             return
@@ -247,6 +326,17 @@ def explain(lines: Iterable[bytes | str | tuple[int, bytes]],
 
 
 
+def explain_stream(stream: Readable, signatures: Iterable[Signature] | None = None,
+                   messages: MessageIndex | None = None) -> ExplainResult:
+    """Explain a log stream in any encoding :func:`decoded` knows, reading only the lines the
+    explainer's prefilter matches (the others are counted)."""
+    ex = Explainer(signatures if signatures is not None else load_dir(), messages)
+    lines = Candidates(decoded(stream), *ex.prefilter)
+    result = ex.explain(lines)
+    result.lines = max(result.lines, lines.lines)
+    return result
+
+
 def explain_file(path: Path, signatures: Iterable[Signature] | None = None, *,
                  progress: Callable[[int], None] | None = None,
                  progress_step: int = 8 << 20,
@@ -256,6 +346,6 @@ def explain_file(path: Path, signatures: Iterable[Signature] | None = None, *,
     try:
         with path.open("rb") as f:
             stream: Readable = Counting(f, progress, progress_step) if progress else f
-            return explain(log_records(stream), signatures, messages)
+            return explain_stream(stream, signatures, messages)
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None

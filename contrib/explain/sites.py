@@ -51,9 +51,25 @@ def op_type_of(kernel: str) -> str:
 
 
 
-def _narrow(rows: list[MessageRow], p: Problem, hint: str) -> tuple[list[MessageRow], str]:
+def op_folder(path: str) -> str:
+    """``math/expm1/op_api/aclnn_expm1.cpp`` → ``math/expm1`` (the operator's folder)."""
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        if part.startswith("op_") and i:
+            return "/".join(parts[:i])
+    return "/".join(parts[:-1])
+
+
+def snake(op_type: str) -> str:
+    """``Expm1`` → ``expm1``, ``IndexPutV2`` → ``index_put_v2``."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", op_type).lower()
+
+
+def _narrow(rows: list[MessageRow], p: Problem, hint: str,
+            facts: MessageFacts | None = None) -> tuple[list[MessageRow], str]:
     """The rows the failure's own context points at: the [FILE:…] the line names, else the
-    aclnn function of the failure; else all of them."""
+    files of the failing aclnn function, else the helpers in its operator's folder, else the
+    folder of the kernel or op type the log names; else all of them."""
     file = next((h for h in hint.split(":") if "." in h), "")
     if file:
         got = [r for r in rows if r.path.endswith("/" + file) or r.path == file]
@@ -64,19 +80,48 @@ def _narrow(rows: list[MessageRow], p: Problem, hint: str) -> tuple[list[Message
         got = [r for r in rows if fns & set(r.entries)]
         if got:
             return got, f"the failing function ({', '.join(sorted(fns))})"
+        folders = {op_folder(path) for fn in sorted(fns) for path in _paths(facts, fn)}
+        got = [r for r in rows if op_folder(r.path) in folders]
+        if got:
+            return got, f"a helper in the failing function's folder ({', '.join(sorted(fns))})"
+    kernels = {snake(op_type_of(k)) for k in p.kernels} - {""}
+    if kernels:
+        got = [r for r in rows if op_folder(r.path).rsplit("/", 1)[-1] in kernels]
+        if got:
+            return got, f"the failing kernel ({', '.join(p.kernels)})"
     return rows, ""
 
 
-def _shown(rows: list[MessageRow]) -> list[MessageRow]:
-    """One row per (library, path, function), newest version first, at most MAX_SITES."""
+def _paths(facts: MessageFacts | None, function: str) -> list[str]:
+    paths_of = getattr(facts, "paths_of", None)
+    return list(paths_of(function)) if paths_of is not None else []
+
+
+def _sites(rows: list[MessageRow]) -> int:
+    return len({(r.library, r.path, r.function) for r in rows})
+
+
+def _likely(rows: list[MessageRow], best: str) -> list[MessageRow]:
+    """Undecided: the rows of the line's best template first, CANN's own checks before the
+    relays, the longest-lived site first."""
+    return sorted(rows, key=lambda r: (r.template != best, r.kind != "cann",
+                                       -len(r.versions.split(",")), r.path, r.line))
+
+
+def _shown(rows: list[MessageRow], limit: int = MAX_SITES, *,
+           keep_order: bool = False) -> list[MessageRow]:
+    """One row per (library, path, function), at most ``limit``, in the order given or
+    CANN's first."""
     seen: set[tuple[str, str, str]] = set()
     out: list[MessageRow] = []
-    for r in sorted(rows, key=lambda r: (r.kind != "cann", r.library, r.path, r.line)):
+    ordered = rows if keep_order else sorted(
+        rows, key=lambda r: (r.kind != "cann", r.library, r.path, r.line))
+    for r in ordered:
         key = (r.library, r.path, r.function)
         if key not in seen:
             seen.add(key)
             out.append(r)
-    return out[:MAX_SITES]
+    return out[:limit]
 
 
 def _site_changes(site: SiteExplanation, p: Problem) -> list[str]:
@@ -127,13 +172,23 @@ def explain_sites(p: Problem, facts: MessageFacts) -> None:
     for f in p.findings:
         if f.kind != "message" or any(s.template == f.template for s in p.sites):
             continue
-        rows = facts.message_sites(f.template)
+        rows = [r for t in (f.template, *f.also) for r in facts.message_sites(t)]
         if not rows:
             continue
-        chosen, why_chosen = _narrow(rows, p, f.hint)
-        shown = _shown(chosen)
-        site = SiteExplanation(f.template, f.text, shown, len(rows), why_chosen,
-                               condition_words(shown[0].condition) if shown else "")
+        chosen, why_chosen = _narrow(rows, p, f.hint, facts)
+        if not why_chosen:  # the line's own template only, unless the context chose another
+            chosen = [r for r in chosen if r.template == f.template] or chosen
+            if p.functions:  # the failing function is known and no CANN file of its own
+                # prints it: another operator's file would mislead (its lists, its guard);
+                # op-plugin's and torch_npu's sites belong to no aclnn function
+                chosen = [r for r in chosen if r.kind != "cann"]
+        undecided = not why_chosen and (_sites(chosen) > 1 or not chosen)
+        shown = _shown(_likely(chosen, f.template) if undecided else chosen,
+                       2 if undecided else MAX_SITES, keep_order=undecided)
+        site = SiteExplanation(shown[0].template if shown else f.template, f.text, shown,
+                               _sites(rows), why_chosen,
+                               condition_words(shown[0].condition) if shown else "",
+                               undecided=undecided)
         p.sites.append(site)
         for c in _site_changes(site, p):
             if c not in p.changes:

@@ -13,6 +13,7 @@ _HINTS = re.compile(r"\[FUNC:(?P<func>\w{1,120})\]|\[FILE:(?P<file>[\w.-]{1,120}
                     r"|\[LINE:(?P<line>\d{1,7})\]")
 _DIGITS = re.compile(r"\d+")
 MAX_SHAPES = 4096  # line shapes remembered (bounded memory)
+MAX_ALSO = 8  # other matching templates kept per line
 MIN_LITERAL = 12  # literal characters a template needs before a match names its line of code
 
 
@@ -22,6 +23,10 @@ class MessageMatch:
 
     template: str
     literal: int
+    # the other templates the line matches, most specific first: a shorter template may be
+    # the one the failing function's own file prints (a check macro's text inside a
+    # helper's longer message)
+    also: tuple[str, ...] = ()
     func: str = ""  # [FUNC:…] / [FILE:…] / [LINE:…] the log line itself carries (CANN plog)
     file: str = ""
     line: int = 0
@@ -49,7 +54,8 @@ class MessageIndex:
             self._needles.append(max(longest_literal(template).split(), key=len, default=""))
         self._compiled: dict[int, re.Pattern[str]] = {}
         self._words = frozenset(self._by_word)
-        self._seen: dict[str, tuple[str, int] | None] = {}  # line shape → its best template
+        # line shape → its best template, its literal length, the other templates it matches
+        self._seen: dict[str, tuple[str, int, tuple[str, ...]] | None] = {}
 
     def __len__(self) -> int:
         return len(self._templates)
@@ -67,12 +73,11 @@ class MessageIndex:
             got = self._seen[shape]
             return None if got is None else self._hints(MessageMatch(*got), context or line)
         by_word = self._by_word
-        cands = [i for w in words for i in by_word[w]]
-        best: tuple[str, int] | None = None
         needles = self._needles
-        for i in cands:
+        hits: list[tuple[int, str]] = []
+        for i in dict.fromkeys(i for w in words for i in by_word[w]):
             template, literal = self._templates[i]
-            if (best is not None and literal <= best[1]) or needles[i] not in line:
+            if needles[i] not in line:
                 continue
             rx = self._compiled.get(i)
             if rx is None:
@@ -81,14 +86,16 @@ class MessageIndex:
                 except re.error:  # pragma: no cover - the scraper escapes every literal
                     continue
             if rx.search(line):
-                best = (template, literal)
+                hits.append((-literal, template))
+        hits.sort()
+        best = (hits[0][1], -hits[0][0], tuple(t for _, t in hits[1:MAX_ALSO + 1])) if hits else None
         if shape:
             if len(self._seen) >= MAX_SHAPES:
                 self._seen.clear()
             self._seen[shape] = best
         if best is None:
             return None
-        return self._hints(MessageMatch(best[0], best[1]), context or line)
+        return self._hints(MessageMatch(*best), context or line)
 
     @staticmethod
     def _hints(m: MessageMatch, context: str) -> MessageMatch:
