@@ -365,6 +365,8 @@ class CatalogData:
     inductor_rules: list[InductorRuleRec] = field(default_factory=list)
     # The lines of code that print log messages (issue 28), for explain.
     message_templates: list[MessageTemplateRec] = field(default_factory=list)
+    # Distributed on HCCL (issue 41): torch_npu's process-group facts per tag
+    hccl_facts: list[HcclFactRec] = field(default_factory=list)
 
     def add_source(self, scraper: str, path: str, *, url: str = "", ref: str = "",
                    commit: str = "", sha256: str = "", rows: int = 0) -> int:
@@ -537,3 +539,23 @@ class MessageTemplateRec:
     versions: str = ""
     newest: str = ""
     source_id: int | None = None
+
+
+# --- distributed on HCCL: torch_npu's process group (opcheck.scrapers.hccl) -------------------
+
+
+@dataclass
+class HcclFactRec:
+    """One fact torch_npu's distributed sources state about a c10d collective on HCCL
+    (``kind``: see ``opcheck.scrapers.hccl.KINDS``), grouped across the tags that state it
+    alike: ``tags``, ``lines`` and ``sources`` are comma lists in step, as
+    :class:`CaptureRuleRec`."""
+
+    kind: str
+    subject: str
+    value: str = ""
+    message: str = ""
+    path: str = ""  # relative to the tag's root
+    tags: str = ""
+    lines: str = ""
+    sources: str = ""

@@ -42,6 +42,7 @@ from opcheck.db.data import (
     GraphConverterRec,
     GraphConverterRow,
     GraphPinRec,
+    HcclFactRec,
     InductorRuleRec,
     KernelFacts,
     KernelPathRuleRec,
@@ -199,6 +200,7 @@ TABLES: tuple[Table, ...] = (
     Table(t.CaptureRule, lambda d: d.capture_rules),
     Table(t.InductorRule, lambda d: d.inductor_rules),
     Table(t.MessageTemplate, lambda d: d.message_templates),
+    Table(t.HcclFact, lambda d: d.hccl_facts),
 )
 
 
@@ -296,4 +298,6 @@ FILES: tuple[File, ...] = (
     File("inductor_rules.tsv", InductorRuleRec, "inductor_rules", optional=True),
     # optional: a snapshot written before the message index still reads (explain unindexed)
     File("message_templates.tsv", MessageTemplateRec, "message_templates", optional=True),
+    # optional: a snapshot written before the HCCL facts still reads (collectives unknown)
+    File("hccl_facts.tsv", HcclFactRec, "hccl_facts", optional=True),
 )

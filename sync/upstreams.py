@@ -51,6 +51,7 @@ from opcheck.sync.capture_rules import CaptureRules
 from opcheck.sync.context import Kernels, SyncContext, canonical_url
 from opcheck.sync.contract import AclnnDocs, OpApiSources
 from opcheck.sync.engine import CannBinaries, CannEngine
+from opcheck.sync.hccl import HcclFacts
 from opcheck.sync.inductor import InductorLowerings
 from opcheck.sync.kernel_path import KernelPathRules
 from opcheck.sync.messages import MessageSites
@@ -624,4 +625,5 @@ UPSTREAMS: tuple[Upstream, ...] = (
     CaptureRules(),
     InductorLowerings(),
     MessageSites(),
+    HcclFacts(),
 )
