@@ -185,3 +185,43 @@ def _calls(use: OpUse) -> list[tuple[Signature, list[int] | None]]:
         out.append((sig, shape))
     return out
 
+
+
+def accepted_dtypes(rel: HcclRelease, coll: Collective) -> list[str]:
+    """The dtypes the collective takes on the release (the map, narrowed by the per-collective
+    check where the method makes it)."""
+    mapped = [f.subject for f in rel.of(h.DTYPE_MAP)]
+    if not rel.of(h.CHECKS_DTYPE, coll.method):
+        return sorted(set(mapped))
+    ok = {_HCCL_TO_TORCH.get(f.value, f.value) for f in rel.of(h.DTYPE_CHECKED)}
+    if rel.of(h.BOOL_CAST, coll.method):
+        ok |= {"bool", "uint8"}
+    return sorted(set(mapped) & ok)
+
+
+def collective_history(cat: Catalog, op: str) -> list[dict[str, object]]:
+    """What ``op`` (a c10d collective) is on every release the catalog has HCCL facts for:
+    status, why (with the source line), the dtypes it takes, the ReduceOps, and the basis
+    (the tag read, or the nearest one, inferred). Empty when ``op`` is no collective or the
+    catalog has no HCCL facts."""
+    coll = COLLECTIVES.get(op)
+    if coll is None or not fact_files(cat.engine):
+        return []
+    out: list[dict[str, object]] = []
+    for release in cat.releases:
+        rel = for_release(cat, release)
+        decided = rel.decide(op)
+        if decided is None:
+            continue
+        reduce_ops = {f.subject: f.value for f in rel.of(h.REDUCE_OP)} if coll.reduces else {}
+        emulated = bool(rel.of(h.EMULATED, coll.api))
+        out.append({
+            "torch_npu": release.torch_npu, "torch": release.torch, "train": release.train,
+            "status": decided[0].value,
+            "how": ("emulated" if emulated else "refused" if decided[0].value == "unsupported"
+                    else "native"),
+            "why": decided[1], "dtypes": accepted_dtypes(rel, coll),
+            "reduce_ops": reduce_ops,
+            "inferred": rel.cpp_inferred or rel.py_inferred, "basis": rel.basis(),
+        })
+    return out

@@ -76,8 +76,8 @@ class HcclRelease:
         for tag in dict.fromkeys(tags):
             own = tag == self.release.tag
             parts.append(f"torch_npu sources at {tag}" if own else
-                         f"inferred from {tag} (nearest read tag of torch "
-                         f"{self.release.torch_minor}; {self.release.tag or 'no tag'} not read)")
+                         f"inferred from {tag} (nearest tag of torch {self.release.torch_minor} "
+                         f"with these facts; none read at {self.release.tag or 'its tag'})")
         return "; ".join(parts)
 
     def of(self, kind: str, subject: str | None = None) -> list[HcclFact]:
