@@ -1,11 +1,14 @@
-"""explain benchmark: `opcheck explain` on a 200 MB log, as a user runs it.
+"""explain benchmark: `opcheck explain` on a big log, as a user runs it, beside a plain Python
+regex line scan of the same file.
 
-Writes benchmarks/out/explain-200mb.log once: a training log of ordinary lines (steps, losses,
-INFO records, warnings), with a handful of real failure shapes spread through it (a CANN dtype
-rejection, an AI Core exception naming a kernel, a TORCH_CHECK message), then times the CLI in
-a fresh process (JSON output, bundled catalog or ``--catalog``) and reads its peak RSS.
+Writes explain-<N>mb.log once (in ``--dir``, default benchmarks/out): a training log of ordinary
+lines (steps, losses, INFO records, warnings), with a handful of real failure shapes spread
+through it (a CANN dtype rejection, an AI Core exception naming a kernel), then times the
+baseline (``for line in file: rx.search(line)`` with one compiled error-code regex, in a fresh
+process) and the CLI in a fresh process (JSON output, bundled catalog or ``--catalog``), and
+reads the CLI's peak RSS. ``--delete`` removes the log afterwards (1 GB runs).
 
-    python benchmarks/bench_explain.py [--catalog PATH] [--size-mb 200]
+    python benchmarks/bench_explain.py [--catalog PATH] [--size-mb 200] [--dir D] [--delete]
 """
 
 from __future__ import annotations
@@ -58,15 +61,31 @@ def write_log(path: Path, size: int) -> None:
                 fh.write(_FAILURES[(i // 40) % len(_FAILURES)])
 
 
+_BASELINE = ("import re, sys\nrx = re.compile(rb'\\b(?:E[0-9A-Z]\\d{4}|ERR\\d{5})\\b|error', re.I)\n"
+             "n = 0\nwith open(sys.argv[1], 'rb') as f:\n    for line in f:\n"
+             "        if rx.search(line):\n            n += 1\nprint(n)\n")
+
+
+def regex_pass(log: Path) -> float:
+    """Seconds of a plain Python regex line scan of ``log`` (a fresh process)."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", _BASELINE, str(log)], check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--catalog", default=None)
     ap.add_argument("--size-mb", type=int, default=200)
+    ap.add_argument("--dir", default=str(OUT))
+    ap.add_argument("--delete", action="store_true")
     args = ap.parse_args()
-    OUT.mkdir(exist_ok=True)
-    log = OUT / f"explain-{args.size_mb}mb.log"
+    out = Path(args.dir)
+    out.mkdir(exist_ok=True)
+    log = out / f"explain-{args.size_mb}mb.log"
     if not log.is_file() or log.stat().st_size < args.size_mb << 20:
         write_log(log, args.size_mb << 20)
+    baseline = regex_pass(log)
     cmd = [sys.executable, "-c", "import sys; from opcheck.cli.app import main; sys.argv[0] = "
            "'opcheck'; main()", "explain", str(log), "--format", "json"]
     if args.catalog:
@@ -77,8 +96,12 @@ def main() -> None:
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     problems = len(json.loads(proc.stdout or b"{}").get("problems", [])) if proc.stdout else 0
     print(json.dumps({"log_mb": round(log.stat().st_size / 2**20), "seconds": round(seconds, 1),
+                      "regex_pass_seconds": round(baseline, 2),
+                      "ratio": round(seconds / baseline, 2),
                       "peak_rss_mb": round(peak, 1), "exit": proc.returncode,
                       "problems": problems, "stderr": proc.stderr.decode()[-300:]}))
+    if args.delete:
+        log.unlink()
 
 
 if __name__ == "__main__":

@@ -250,13 +250,9 @@ def explain(
     with handle_errors():
         from opcheck.cli.commands_check import _installed_torch
         from opcheck.cli.common import open_catalog
-        from opcheck.contrib.troubleshoot import explain as run_explain
-        from opcheck.contrib.troubleshoot import (
-            explain_file,
-            log_records,
-            message_index,
-            report_log,
-        )
+        from opcheck.contrib.explain.facts import message_index
+        from opcheck.contrib.explain.report import report_log
+        from opcheck.contrib.explain.scan import explain_file, explain_stream
         from opcheck.db.catalog import Catalog
 
         progress = None
@@ -268,7 +264,7 @@ def explain(
 
         cat = Catalog.load(open_catalog(catalog))
         index = message_index(cat)
-        result = (run_explain(log_records(sys.stdin.buffer), messages=index) if log == "-"
+        result = (explain_stream(sys.stdin.buffer, messages=index) if log == "-"
                   else explain_file(Path(log), progress=progress, messages=index))
         if progress is not None:
             typer.echo("\r\x1b[K", err=True, nl=False)
@@ -282,157 +278,10 @@ def explain(
 
 
 def _print_explained(rep: Any) -> None:
-    from rich.markdown import Markdown
-    from rich.markup import escape
-
     from opcheck.cli.render import wide_console
+    from opcheck.contrib.explain.render import render
 
-    con = wide_console()  # piped: lines never wrapped, so an id is never cut in two
-    result = rep.result
-    for p in rep.problems:
-        a = p.anchor
-        head = f"line {a.line}" + (f" (and {a.count - 1} more)" if a.count > 1 else "")
-        con.print(f"[bold]{head}:[/bold] {escape(a.text[:200])}")
-        if p.where:
-            con.print(f"  in your code: {escape(p.where)}")
-        shown = {a.line}
-        for f in p.parts:
-            if f.line not in shown:
-                shown.add(f.line)
-                con.print(f"  [dim]line {f.line}: {escape(f.text[:160])}[/dim]")
-        c = p.code
-        if c is not None:
-            name = f" {c.name}" if c.name else ""
-            if c.known:
-                con.print(f"  code {c.code}{escape(name)}: {escape(c.meaning or 'documented by CANN')}")
-            else:
-                fam = f"; its family {escape(c.family)}: {escape(c.meaning)}" if c.family else ""
-                parsed = ", ".join(x for x in (
-                    f"function {', '.join(p.functions)}" if p.functions else "",
-                    f"message {p.messages[0][:120]!r}" if p.messages else "") if x)
-                con.print(f"  code {c.code}: unknown to opcheck's code tables{fam}"
-                          + (f" (parsed: {escape(parsed)})" if parsed else ""))
-            for d in c.documented[:3]:
-                what = ", ".join(x for x in (d.triggers, d.params) if x) or "see the doc"
-                con.print(f"  {d.function} documents {c.code} for: {escape(what)}"
-                          + (f"  ({d.url}#L{d.line})" if d.url else ""))
-        for o in p.other_codes:
-            what = f"{o.name}: {o.meaning}" if o.known else (
-                f"unknown to opcheck's code tables; its family {o.family}: {o.meaning}"
-                if o.family else "unknown to opcheck's code tables")
-            con.print(f"  code {o.code}: {escape(what)}")
-        if p.kernels:
-            con.print(f"  failing kernel: {escape(', '.join(p.kernels))}")
-        if p.dtypes:
-            con.print(f"  rejected dtype: {', '.join(p.dtypes)}")
-        for cs in p.contract:
-            where = (f"no {cs.dtype} on {', '.join(cs.rejects)}" if cs.rejects
-                     else f"{cs.dtype} on every product it documents ({', '.join(cs.accepts)})")
-            con.print(f"  CANN docs: {cs.function} takes {where}"
-                      + (f"; it does on {', '.join(cs.accepts)}" if cs.rejects and cs.accepts else "")
-                      + f" ({escape(cs.basis)})  {cs.url}")
-        if p.messages and p.rule is None:
-            con.print(f"  CANN says: {escape(p.messages[0][:300])}")
-        if p.rule is not None:
-            con.print(f"  [bold]rule broken:[/bold] {escape(p.rule_text)}"
-                      + (f"  ({p.rule.doc})" if p.rule.doc else ""))
-            con.print(f"  cause: {escape(p.rule.cause)}")
-            con.print(f"  fix: {escape(p.rule.fix)}")
-        elif c is not None and c.fix and not p.changes and not any(
-                n.startswith("message not in the index") for n in p.notes):
-            con.print(f"  what to do: {escape(c.fix)}")
-        for sig in p.signatures:
-            con.print(f"  also: {escape(sig.title)}: {escape(sig.fix)}")
-        for site in p.sites:
-            _print_site(con, site)
-        for o in p.op_types:
-            _print_op_type(con, o)
-        for c2 in p.changes:
-            con.print(f"  [bold]you can change:[/bold] {escape(c2)}")
-        for note in p.notes:
-            con.print(f"  note: {escape(note)}")
-        if p.ops:
-            con.print(f"  ATen ops the catalog links to {', '.join(p.functions)}: {', '.join(p.ops)}")
-        if p.workarounds:
-            con.print(f"  workarounds: {', '.join(p.workarounds)}")
-    for hit, workarounds in rep.signatures:
-        sig = hit.signature
-        con.print(f"[bold]{escape(sig.title)}[/bold]  ({sig.category.value}; {hit.count}× "
-                  f"from line {hit.first_line})")
-        con.print(f"  [dim]{escape(hit.first_text[:160])}[/dim]")
-        con.print(f"  cause: {escape(sig.cause)}")
-        con.print(Markdown(sig.fix))
-        if workarounds:
-            con.print(f"  workarounds: {', '.join(workarounds)}")
-    if not rep.problems and not rep.signatures:
-        if result.error_lines:
-            n, text = result.first_error
-            con.print(f"no known problem in {result.lines} lines; {result.error_lines} line(s) "
-                      f"look like errors, the first (line {n}): {escape(text[:200])}")
-        else:
-            con.print(f"no known problem in {result.lines} lines")
-    if rep.ops:
-        con.print(f"\nops named in the log, on torch_npu {rep.release} (CANN {rep.cann or '?'}):")
-        for o in rep.ops:
-            # an op that runs on the target needs no "first release" (it read "none" before)
-            first_rel = o.first_npu_release or o.first_npu_release_any
-            first = "" if o.status in ("npu", "composite") else (
-                f"  first NPU release: {first_rel}" if first_rel
-                else "  not in the catalog" if o.status == "unknown"
-                else "  no NPU kernel in any release")
-            via = f"  (via {o.via})" if o.via else ""
-            wa = f"  workarounds: {', '.join(o.workarounds)}" if o.workarounds else ""
-            con.print(f"  {o.op}: {o.status} {o.kernel}{first}{via}{wa}")
-
-
-def _print_site(con: Any, site: Any) -> None:
-    from rich.markup import escape
-
-    more = site.total - len(site.rows)
-    chosen = f" (chosen by {site.narrowed_by})" if site.narrowed_by else ""
-    for i, r in enumerate(site.rows):
-        head = "printed by" if i == 0 else "or by"
-        entry = f" of {', '.join(r.entries[:3])}" if r.entries else ""
-        func = f"{r.function}(){entry}" if r.function else (entry.removeprefix(" of ") or r.path)
-        con.print(f"  {head} {escape(func)}: {r.library} {escape(r.path)}:{r.line} "
-                  f"[{escape(r.versions)}]{chosen if i == 0 else ''}")
-        if r.url:
-            con.print(f"    {r.url}")
-        if r.condition:
-            con.print(f"    when: {escape(site.why if i == 0 else r.condition)}")
-        if r.lists and i == 0:
-            lists = "; ".join(f"{n}: {v or '(empty)'}" for n, _, v in
-                              (x.partition(":") for x in r.lists.split(";")))
-            con.print(f"    dtype lists it refers to: {escape(lists[:400])}")
-    if more > 0:
-        con.print(f"    ({more} other site(s) in the index print the same text)")
-
-
-def _print_op_type(con: Any, o: Any) -> None:
-    from rich.markup import escape
-
-    if not o.known:
-        con.print(f"  op type {escape(o.op_type)}: not in CANN's open operator libraries the "
-                  "catalog has (a closed built-in op: engine and binaries unknown)")
-        return
-    # an op type dozens of aclnn functions launch is a shared step (Cast, Contiguous): its
-    # callers say nothing about this failure
-    shared = max((len(f) for f in o.engines.values()), default=0) > 10
-    eng = "; ".join(f"{e} (launched by {len(f)} aclnn functions)" if shared
-                    else f"{e} (launched by {', '.join(f[:4])})" for e, f in sorted(o.engines.items()))
-    socs = ", ".join(f"{s} [{', '.join(v)}]" for s, v in sorted(o.socs.items()))
-    con.print(f"  op type {escape(o.op_type)}: " + ", ".join(x for x in (
-        f"runs on {eng}" if eng else "",
-        f"binaries/AI Core configs for {socs}" if socs else "no SoC has a binary in the catalog")
-        if x))
-    if o.socs:
-        con.print("    (the open libraries' lists only: on a SoC not listed it may be a closed "
-                  "built-in kernel, unknown here)")
-    if o.ops and not shared:
-        con.print(f"    ATen ops reaching it: {', '.join(o.ops[:12])}"
-                  + (f" (+{len(o.ops) - 12})" if len(o.ops) > 12 else ""))
-    if o.url:
-        con.print(f"    {o.url}")
+    render(rep, wide_console())  # piped: lines never wrapped, so an id is never cut in two
 
 
 def register(app: typer.Typer) -> None:

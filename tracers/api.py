@@ -1,7 +1,7 @@
 """The tracers' one entry point for the CLI: ``trace()`` a model.
 
-A runtime log is read by :func:`opcheck.contrib.logs.parse_log` (``opcheck trace --log``), the
-reader ``opcheck explain`` uses too: contrib sits above tracers.
+A runtime log is read by :func:`opcheck.contrib.logs.parse_log` (``opcheck trace --log``), with
+the reader ``opcheck explain`` uses too (``contrib.explain.reader``): contrib sits above tracers.
 
 Importing this module does not import torch. Decisions (what a file is, whether it may be
 loaded) are made here with stdlib-only code; anything that executes model code runs in the

@@ -17,17 +17,18 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from testpaths import TESTS
 
-from opcheck.contrib import troubleshoot as ts
-from opcheck.contrib.logs import decoded, iter_records, parse_record, sniff_encoding
+from opcheck.contrib.explain import codes, diagnose, facts, problem, reader, scan, signatures, sites
+from opcheck.contrib.explain.reader import decoded, iter_records, sniff_encoding
+from opcheck.contrib.explain.records import parse_record
 from opcheck.core.errors import CatalogError
 
 if TYPE_CHECKING:
     from click.testing import Result
 
 LOGS = TESTS / "fixtures" / "logs"
-SIGS = ts.load_dir()
-CODES = ts.load_codes()
-RULES = ts.load_rules()
+SIGS = signatures.load_dir()
+CODES = codes.load_codes()
+RULES = codes.load_rules()
 NEW_LOGS = ["flash_attention_mask.log", "bf16_cast_910a.log", "bf16_cast_310p.log",
             "aicore_exception.log", "unknown_code.log", "conv3d_compile.log"]
 ALL_LOGS = sorted(p.name for p in LOGS.glob("*.log"))
@@ -37,26 +38,26 @@ class FakeFacts:
     """A catalog link and doc rows given by the test."""
 
     def __init__(self, links: dict[str, list[str]] | None = None,
-                 docs: list[ts.DocCode] | None = None) -> None:
+                 docs: list[facts.DocCode] | None = None) -> None:
         self.links = links or {}
         self.docs = docs or []
 
     def aclnn_ops(self, function: str) -> list[str]:
         return self.links.get(function, [])
 
-    def aclnn_codes(self, function: str, code: str) -> list[ts.DocCode]:
+    def aclnn_codes(self, function: str, code: str) -> list[facts.DocCode]:
         return [d for d in self.docs if d.function in (function, "") and d.code == code]
 
 
-def problems_of(path: Path | None = None, *, result: ts.ExplainResult | None = None,
-                facts: ts.CatalogFacts | None = None) -> list[ts.Problem]:
-    result = result if result is not None else ts.explain_file(path or LOGS / "x", SIGS)
+def problems_of(path: Path | None = None, *, result: scan.ExplainResult | None = None,
+                facts: facts.CatalogFacts | None = None) -> list[problem.Problem]:
+    result = result if result is not None else scan.explain_file(path or LOGS / "x", SIGS)
     wa_ops = {"uint64-to-int64-dtype-cast": {"aten::add.Tensor", "aten::randint.low"},
               "inplace-zero-561103-driver": {"aten::zero_"}}
-    return ts.diagnose(result, facts=facts, codes=CODES, rules=RULES, workaround_ops=wa_ops)
+    return diagnose.diagnose(result, facts=facts, codes=CODES, rules=RULES, workaround_ops=wa_ops)
 
 
-def only(problems: list[ts.Problem]) -> ts.Problem:
+def only(problems: list[problem.Problem]) -> problem.Problem:
     assert len(problems) == 1, [p.as_dict() for p in problems]
     return problems[0]
 
@@ -139,7 +140,7 @@ def test_flash_attention_mask_names_the_shape_rule_not_the_driver() -> None:
 @pytest.mark.parametrize(("log", "product"), [("bf16_cast_910a.log", "910A"),
                                               ("bf16_cast_310p.log", "310P3")])
 def test_bf16_cast_on_910a_and_310p_gets_float16(log: str, product: str) -> None:
-    result = ts.explain_file(LOGS / log, SIGS)
+    result = scan.explain_file(LOGS / log, SIGS)
     p = only(problems_of(result=result))
     assert p.functions == ["aclnnCast"] and p.dtypes == ["bfloat16"]
     assert p.rule is not None and p.rule.id == "bfloat16-on-910a-310p"
@@ -154,7 +155,7 @@ def test_bf16_cast_on_910a_and_310p_gets_float16(log: str, product: str) -> None
 def test_bf16_without_a_product_in_the_log_still_never_gets_uint64() -> None:
     lines = ["RuntimeError: call aclnnCast failed, detail:EZ1001: self not implemented for "
              "DT_BFLOAT16, should be in dtype support list [DT_FLOAT16,DT_UINT64,]."]
-    p = only(problems_of(result=ts.explain(lines, SIGS)))
+    p = only(problems_of(result=scan.explain(lines, SIGS)))
     assert p.rule is not None and p.rule.id == "bfloat16-rejected"
     assert p.rule_text == "dtype bfloat16 is not in the dtype list of aclnnCast"
     assert "float16" in p.rule.fix and p.workarounds == []
@@ -181,7 +182,7 @@ def test_an_unknown_code_is_reported_unknown_with_what_was_parsed() -> None:
 
 
 def test_a_code_known_only_by_family_says_so() -> None:
-    p = only(problems_of(result=ts.explain(
+    p = only(problems_of(result=scan.explain(
         ["NPU function error: call aclnnFoo failed, error code is 561999"], SIGS)))
     assert p.code is not None and not p.code.known and p.code.family.startswith("561xxx")
 
@@ -201,7 +202,7 @@ def test_rule_workarounds_need_the_op_as_well_as_the_trigger() -> None:
            "code is 161002",
            "AclNN_Parameter_Error(EZ1001): Tensor self not implemented for DT_UINT64, should be "
            "in dtype support list [DT_FLOAT,DT_INT64,]."]
-    result = ts.explain(log, SIGS)
+    result = scan.explain(log, SIGS)
     unlinked = only(problems_of(result=result, facts=FakeFacts()))
     assert unlinked.rule is not None and unlinked.rule.id == "uint64-rejected"
     assert unlinked.workarounds == []  # the trigger holds, but no op of the failure is the entry's
@@ -211,10 +212,10 @@ def test_rule_workarounds_need_the_op_as_well_as_the_trigger() -> None:
 
 
 def test_the_function_rows_of_the_docs_are_attached() -> None:
-    doc = ts.DocCode("aclnnCast", "161002", "ACLNN_ERR_PARAM_INVALID", "dtype", "self,out", 161,
+    doc = facts.DocCode("aclnnCast", "161002", "ACLNN_ERR_PARAM_INVALID", "dtype", "self,out", 161,
                      "https://example.invalid/aclnnCast.md")
-    shared = ts.DocCode("", "161002", "ACLNN_ERR_PARAM_INVALID", "dtype", "", 35, "u")
-    p = only(problems_of(result=ts.explain(
+    shared = facts.DocCode("", "161002", "ACLNN_ERR_PARAM_INVALID", "dtype", "", 35, "u")
+    p = only(problems_of(result=scan.explain(
         ["call aclnnCast failed, error code is 161002"], SIGS), facts=FakeFacts(docs=[doc, shared])))
     assert p.code is not None and p.code.documented == [doc] and p.code.known
 
@@ -224,14 +225,14 @@ def test_the_function_rows_of_the_docs_are_attached() -> None:
 
 @pytest.mark.parametrize("name", ALL_LOGS)
 def test_every_finding_is_explained_once_with_its_line(name: str) -> None:
-    result = ts.explain_file(LOGS / name, SIGS)
+    result = scan.explain_file(LOGS / name, SIGS)
     problems = problems_of(result=result)
     seen: list[tuple[str, ...]] = []
     for p in problems:
         assert p.anchor.line > 0
         seen += [f.key for f in p.findings]
     assert len(seen) == len(set(seen))
-    claiming = {f.key for f in result.findings.values() if f.kind in ts.CLAIMING}
+    claiming = {f.key for f in result.findings.values() if f.kind in scan.CLAIMING}
     assert claiming <= set(seen)
     # a signature is shown on its own only for lines no failure explains
     for h in result.hits.values():
@@ -268,7 +269,7 @@ def test_a_single_line_log_is_split_on_record_boundaries(tmp_path: Path) -> None
     one = " ".join(f"[rank0]:{line}" for line in lines) + " " * 20_000  # no newline at all
     p = tmp_path / "one.log"
     p.write_text(one, encoding="utf-8")
-    result = ts.explain_file(p, SIGS)
+    result = scan.explain_file(p, SIGS)
     assert result.lines == 1
     got = only(problems_of(result=result))
     assert got.rule is not None and got.rule.id == "flash-attention-mask-shape"
@@ -304,7 +305,7 @@ class _Generated:
 def test_a_long_single_line_log_runs_in_bounded_memory() -> None:
     tracemalloc.start()
     try:
-        result = ts.explain(ts.log_records(_Generated(6_000_000)), SIGS)
+        result = scan.explain(reader.log_records(_Generated(6_000_000)), SIGS)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -316,7 +317,7 @@ def test_progress_is_reported(tmp_path: Path) -> None:
     p = tmp_path / "big.log"
     p.write_bytes(b"step ok\n" * 400_000)
     seen: list[int] = []
-    ts.explain_file(p, SIGS, progress=seen.append, progress_step=1 << 20)
+    scan.explain_file(p, SIGS, progress=seen.append, progress_step=1 << 20)
     assert len(seen) >= 3 and seen == sorted(seen) and seen[-1] <= p.stat().st_size
 
 
@@ -348,12 +349,12 @@ def test_bad_rule_and_code_files(tmp_path: Path) -> None:
     (tmp_path / "r.yaml").write_text(
         "id: r-x\ntitle: t\nwhen: {}\nrule: 'rrrrrrrrrrrr'\ncause: cccccccccccc\nfix: ffffffffffff\n")
     with pytest.raises(CatalogError, match=r"r\.yaml: when: a rule needs at least one trigger"):
-        ts.load_rules(tmp_path)
+        codes.load_rules(tmp_path)
     (tmp_path / "r.yaml").unlink()
     (tmp_path / "c.yaml").write_text(
         "source: https://example.invalid/x\ncodes:\n- code: 'oops'\n  meaning: mmmmmmmmmmmm\n")
     with pytest.raises(CatalogError, match=r"c\.yaml: codes\.0\.code"):
-        ts.load_codes(tmp_path)
+        codes.load_codes(tmp_path)
 
 
 # ------------------------------------------------------------------------------ the command
@@ -370,18 +371,18 @@ def test_every_op_named_is_in_the_log_or_linked_from_it(
     from opcheck.cli.common import open_catalog
     from opcheck.db.catalog import Catalog
 
-    facts = ts.catalog_facts(Catalog.load(open_catalog(bundled_catalog)))
+    cf = facts.catalog_facts(Catalog.load(open_catalog(bundled_catalog)))
     functions = set(re.findall(r"aclnn[A-Z]\w*", text))
-    linked = {op for fn in functions for op in facts.aclnn_ops(fn)}
+    linked = {op for fn in functions for op in cf.aclnn_ops(fn)}
     # kernel and op type names in the log reach ATen ops through the engine facts (the aclnn
     # functions that launch the op type)
-    from opcheck.contrib import logs
+    from opcheck.contrib.explain import records as logs
 
-    types = {ts.op_type_of(next(g for g in m.group("kernel", "kernel2", "kernel3") if g))
+    types = {sites.op_type_of(next(g for g in m.group("kernel", "kernel2", "kernel3") if g))
              for m in logs.KERNEL_NAME.finditer(text)}
     types |= {m["op"] for rx in (logs.NO_BINARY, logs.SOC_OPTYPE) for m in rx.finditer(text)}
     types |= set(re.findall(r"\bOptype \[(\w+)\]", text))  # EZ3002: a kernel rejecting a dtype
-    linked |= {op for t in types for op in facts.op_type(t).ops}
+    linked |= {op for t in types for op in cf.op_type(t).ops}
     for fmt in ("json", "table"):
         r = cli("explain", str(log), "--catalog", str(bundled_catalog), "--format", fmt)
         assert r.exit_code == 0, r.output
@@ -420,8 +421,8 @@ def test_the_catalog_link_names_the_aten_ops(cli: Callable[..., Result], bundled
     from opcheck.cli.common import open_catalog
     from opcheck.db.catalog import Catalog
 
-    facts = ts.catalog_facts(Catalog.load(open_catalog(bundled_catalog)))
-    ops = facts.aclnn_ops("aclnnSilu")
+    cf = facts.catalog_facts(Catalog.load(open_catalog(bundled_catalog)))
+    ops = cf.aclnn_ops("aclnnSilu")
     assert "aten::silu" in ops
     log = tmp_path / "silu.log"
     log.write_text("RuntimeError: NPU function error: call aclnnSilu failed, error code is 161002\n")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from opcheck.contrib import troubleshoot as ts
-from opcheck.contrib.logs import MessageIndex
+from opcheck.contrib.explain import diagnose, facts, problem, scan, signatures
+from opcheck.contrib.explain.templates import MessageIndex
 from opcheck.db.data import MessageTemplateRec
 from opcheck.db.messages import MessageRow
 from opcheck.scrapers import messages as ms
@@ -23,7 +23,7 @@ from opcheck.sync.messages import MessageSites, _anchor, _Group
 
 pytestmark = pytest.mark.upstream
 
-SIGS = ts.load_dir()
+SIGS = signatures.load_dir()
 HICANN = "github/hicann/ops-math/v9.1.0"
 PIN = "github/Ascend/op-plugin/8b9c8534fa41eff367a41c155843daa530ab3a08"
 TAG = "github/Ascend/pytorch/v26.1.0-pytorch2.7.1"
@@ -41,14 +41,14 @@ FILES = [
 class IndexFacts:
     """The message index of FILES, with the bundled catalog's engine facts and op links."""
 
-    def __init__(self, rows: list[MessageRow], catalog: ts._SqlFacts) -> None:
+    def __init__(self, rows: list[MessageRow], catalog: facts._SqlFacts) -> None:
         self.rows = rows
         self.catalog = catalog
 
     def message_sites(self, template: str) -> list[MessageRow]:
         return [r for r in self.rows if r.template == template]
 
-    def op_type(self, op_type: str) -> ts.OpTypeFacts:
+    def op_type(self, op_type: str) -> facts.OpTypeFacts:
         return self.catalog.op_type(op_type)
 
     def aclnn_ops(self, function: str) -> list[str]:
@@ -57,7 +57,7 @@ class IndexFacts:
     def ops_reaching(self, function: str) -> list[str]:
         return self.catalog.ops_reaching(function)
 
-    def aclnn_codes(self, function: str, code: str) -> list[ts.DocCode]:
+    def aclnn_codes(self, function: str, code: str) -> list[facts.DocCode]:
         return self.catalog.aclnn_codes(function, code)
 
 
@@ -81,17 +81,17 @@ def index(upstream: Path, bundled_catalog: Path) -> tuple[MessageIndex, IndexFac
                        r.condition, r.lists, r.code, r.literal, r.path, r.line, r.versions,
                        r.newest, base[r.library]) for i, r in enumerate(recs)]
     idx = MessageIndex([(r.template, r.anchor, r.literal) for r in recs if r.anchor])
-    cat = ts.catalog_facts(Catalog.load(open_catalog(bundled_catalog)))
+    cat = facts.catalog_facts(Catalog.load(open_catalog(bundled_catalog)))
     return idx, IndexFacts(rows, cat)
 
 
-def problems(index: tuple[MessageIndex, IndexFacts], log: str) -> list[ts.Problem]:
+def problems(index: tuple[MessageIndex, IndexFacts], log: str) -> list[problem.Problem]:
     idx, facts = index
-    result = ts.explain(log.strip("\n").splitlines(), SIGS, messages=idx)
-    return ts.diagnose(result, facts=facts, messages=facts)
+    result = scan.explain(log.strip("\n").splitlines(), SIGS, messages=idx)
+    return diagnose.diagnose(result, facts=facts, messages=facts)
 
 
-def the(ps: list[ts.Problem], pred: object = None) -> ts.Problem:
+def the(ps: list[problem.Problem], pred: object = None) -> problem.Problem:
     assert len(ps) == 1, [p.as_dict() for p in ps]
     return ps[0]
 

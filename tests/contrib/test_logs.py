@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 from testpaths import TESTS
 
-from opcheck.contrib import troubleshoot as ts
-from opcheck.contrib.logs import clean_line, fallback_op, is_binary, iter_lines, parse_log
+from opcheck.contrib.explain import scan, signatures
+from opcheck.contrib.explain.reader import clean_line, is_binary, iter_lines
+from opcheck.contrib.explain.records import fallback_op
+from opcheck.contrib.logs import parse_log
 from opcheck.core.errors import TraceError
 
 LOGS = TESTS / "fixtures" / "logs"
-SIGS = ts.load_dir()
+SIGS = signatures.load_dir()
 
 
 def test_iter_lines_chunks_and_caps() -> None:
@@ -53,7 +55,7 @@ def test_fallback_op(line: str, op: str | None) -> None:
 
 
 def _fallback_ops_of_both(path: Path) -> tuple[dict[str, int], dict[str, int]]:
-    explained = ts.explain_file(path, SIGS)
+    explained = scan.explain_file(path, SIGS)
     traced = parse_log(path)
     fell_back = {o.op: o.count for o in explained.ops.values() if o.op in explained.fallback_ops}
     note = next((n for n in traced.notes if "fell back to the CPU" in n), "")

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from testpaths import TESTS
 
-from opcheck.contrib import troubleshoot as ts
 from opcheck.contrib import workarounds as wa
-from opcheck.contrib.logs import iter_lines
+from opcheck.contrib.explain import scan, signatures
+from opcheck.contrib.explain.reader import iter_lines
 from opcheck.core.errors import CatalogError, UsageError
 
-SIGS = ts.load_dir()
+SIGS = signatures.load_dir()
 LOGS = TESTS / "fixtures" / "logs"
 
 EXPECTED = {
@@ -51,8 +51,8 @@ EXPECTED = {
 def test_shipped_signatures() -> None:
     assert len(SIGS) >= 25
     categories = {s.category for s in SIGS}
-    assert {ts.Category.install, ts.Category.version, ts.Category.aclnn, ts.Category.fallback,
-            ts.Category.dtype, ts.Category.memory, ts.Category.precision, ts.Category.error_code} <= categories
+    assert {signatures.Category.install, signatures.Category.version, signatures.Category.aclnn, signatures.Category.fallback,
+            signatures.Category.dtype, signatures.Category.memory, signatures.Category.precision, signatures.Category.error_code} <= categories
     entry_ids = {e.id for e in wa.load_dir()}
     for s in SIGS:
         assert set(s.workarounds) <= entry_ids, s.id
@@ -68,25 +68,25 @@ def test_every_signature_is_exercised_by_a_fixture() -> None:
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_fixture_logs_find_every_problem(name: str) -> None:
     ids, ops = EXPECTED[name]
-    result = ts.explain_file(LOGS / name, SIGS)
+    result = scan.explain_file(LOGS / name, SIGS)
     assert result.signature_ids == ids
     assert {o.op: (o.count, o.first_line) for o in result.ops.values()} == ops
 
 
 def test_fixture_details() -> None:
-    r = ts.explain_file(LOGS / "llm_generate_fallback.log", SIGS)
+    r = scan.explain_file(LOGS / "llm_generate_fallback.log", SIGS)
     hit = r.hits["cpu-fallback"]
     # Reported once with a count: four warnings (one wrapped across two terminal lines).
     assert (hit.count, hit.first_line) == (4, 4)
     assert r.fallback_ops == {"aten::isin.Tensor_Tensor_out", "aten::_logcumsumexp", "torchvision::nms"}
     assert r.lines == 11
 
-    d = ts.explain_file(LOGS / "distributed_errors.log", SIGS)
+    d = scan.explain_file(LOGS / "distributed_errors.log", SIGS)
     assert d.hits["cann-error-code"].codes == {"EI0002", "EZ9999", "E39999"}
     assert d.hits["op-binary-not-found"].symbols == {"Range"}
-    m = ts.explain_file(LOGS / "misc_errors.log", SIGS)
+    m = scan.explain_file(LOGS / "misc_errors.log", SIGS)
     assert m.fallback_ops == {"aten::linalg_lstsq.out"}  # the other two ops did not fall back
-    v = ts.explain_file(LOGS / "version_mismatch.log", SIGS)
+    v = scan.explain_file(LOGS / "version_mismatch.log", SIGS)
     assert v.hits["aclnn-symbol-missing"].symbols == {"aclnnPromptFlashAttentionV3"}
     assert v.hits["cann-symbol-missing"].symbols == {"MsprofSysCycleTime"}
     assert v.hits["cann-error-code"].codes == {"EH9999"}
@@ -95,7 +95,7 @@ def test_fixture_details() -> None:
 def test_unknown_lines_are_ignored() -> None:
     lines = ["epoch 1 step 3 loss 0.25", "", "Traceback (most recent call last):",
              "ERROR in ERRATA: Exxxxx", "warning: the operator is fine", "E12 is not a code"]
-    r = ts.explain(lines, SIGS)
+    r = scan.explain(lines, SIGS)
     assert r.hits == {} and r.ops == {} and r.lines == len(lines)
 
 
@@ -106,7 +106,7 @@ def test_bytes_str_ansi_and_carriage_returns() -> None:
         "progress 10%\rprogress 90%\r" + warn.replace("roll", "cummax") + "\n",
         b"\xff\xfe garbage \x00 bytes",
     ]
-    r = ts.explain(lines, SIGS)
+    r = scan.explain(lines, SIGS)
     assert r.op_names == {"aten::roll", "aten::cummax"}
 
 
@@ -118,7 +118,7 @@ def test_binary_file(tmp_path: Path) -> None:
         f.write(bytes(rng.getrandbits(8) for _ in range(300_000)).replace(b"\n", b"\x00"))  # one 300 KB "line"
         f.write(b"\n" + warn)
         f.write(bytes(rng.getrandbits(8) for _ in range(200_000)))
-    r = ts.explain_file(p, SIGS)
+    r = scan.explain_file(p, SIGS)
     assert r.fallback_ops == {"aten::isin.Tensor_Tensor_out"}
     assert r.hits["cpu-fallback"].first_line == 2
 
@@ -136,7 +136,7 @@ def test_large_file_is_streamed(tmp_path: Path) -> None:
                 f.write(warn)
         f.write(oom)
     assert p.stat().st_size > 10_000_000
-    r = ts.explain_file(p, SIGS)
+    r = scan.explain_file(p, SIGS)
     assert r.lines == n + 3 + 1
     assert r.ops["aten::_logcumsumexp"].count == 3
     assert r.hits["npu-oom"].first_line == r.lines
@@ -153,7 +153,7 @@ def test_large_file_is_streamed(tmp_path: Path) -> None:
             return self.f.read(size)
 
     with p.open("rb") as f:
-        again = ts.explain(iter_lines(Spy(f)), SIGS)  # type: ignore[arg-type]
+        again = scan.explain(iter_lines(Spy(f)), SIGS)  # type: ignore[arg-type]
     assert again.signature_ids == r.signature_ids
     assert len(reads) > 100 and 0 < max(reads) <= 1 << 16
 
@@ -166,7 +166,7 @@ def test_memory_does_not_grow_with_the_log(tmp_path: Path) -> None:
         p.write_text(line * n)
         tracemalloc.start()
         try:
-            ts.explain_file(p, SIGS)
+            scan.explain_file(p, SIGS)
             peaks.append(tracemalloc.get_traced_memory()[1])
         finally:
             tracemalloc.stop()
@@ -176,28 +176,28 @@ def test_memory_does_not_grow_with_the_log(tmp_path: Path) -> None:
 def test_bad_signature_files(tmp_path: Path) -> None:
     (tmp_path / "x.yaml").write_text("id: x-y\ntitle: t\npatterns:\n  - '(unclosed'\n", encoding="utf-8")
     with pytest.raises(CatalogError, match=r"x\.yaml: "):
-        ts.load_dir(tmp_path)
+        signatures.load_dir(tmp_path)
     (tmp_path / "x.yaml").write_text("id: [oops\n", encoding="utf-8")
     with pytest.raises(CatalogError, match=r"x\.yaml:\d+: YAML error"):
-        ts.load_dir(tmp_path)
+        signatures.load_dir(tmp_path)
     with pytest.raises(UsageError):
-        ts.load_dir(tmp_path / "missing")
+        signatures.load_dir(tmp_path / "missing")
     with pytest.raises(UsageError):
-        ts.explain_file(tmp_path / "missing.log", SIGS)
+        scan.explain_file(tmp_path / "missing.log", SIGS)
 
 
 def test_regex_errors_are_reported() -> None:
     base = {"id": "bad-rx", "title": "t", "category": "memory", "cause": "c" * 10, "fix": "f" * 10}
     with pytest.raises(ValueError, match="bad regex"):
-        ts.Signature.model_validate({**base, "patterns": ["(unclosed"]})
+        signatures.Signature.model_validate({**base, "patterns": ["(unclosed"]})
     with pytest.raises(ValueError, match="backreferences"):
-        ts.Signature.model_validate({**base, "patterns": ["(?P<a>x)(?P=a)"]})
+        signatures.Signature.model_validate({**base, "patterns": ["(?P<a>x)(?P=a)"]})
 
 
 def test_as_dict_is_json_ready() -> None:
     import json
 
-    r = ts.explain_file(LOGS / "llm_generate_fallback.log", SIGS)
+    r = scan.explain_file(LOGS / "llm_generate_fallback.log", SIGS)
     d = json.loads(json.dumps(r.as_dict()))
     assert d["lines"] == 11
     assert [s["id"] for s in d["signatures"]] == ["cpu-fallback"]
@@ -210,4 +210,4 @@ def test_signature_ops_must_be_canonical() -> None:
     base = {"id": "x-y", "title": "t", "category": "memory", "patterns": ["x"], "cause": "c" * 10,
             "fix": "f" * 10}
     with pytest.raises(ValueError, match="not canonical; write 'aten::relu'"):
-        ts.Signature.model_validate({**base, "ops": ["relu"]})
+        signatures.Signature.model_validate({**base, "ops": ["relu"]})

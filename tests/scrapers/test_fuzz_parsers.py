@@ -22,8 +22,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from testpaths import TESTS
 
+from opcheck.contrib.explain.reader import iter_lines
+from opcheck.contrib.explain.scan import Explainer, explain_file
+from opcheck.contrib.explain.signatures import load_dir
 from opcheck.contrib.logs import parse_log
-from opcheck.contrib.troubleshoot import Explainer, explain_file, iter_lines, load_dir
 from opcheck.core.errors import OpcheckError, ScrapeError, TraceError, UsageError
 from opcheck.core.oplist import OpList
 from opcheck.core.opname import OpName, canonical

@@ -239,7 +239,8 @@ def test_home_leads_with_three_actions(client: Client) -> None:
 
 
 def test_log_page_explains_as_the_cli_does(client: Client, cat: Catalog) -> None:
-    from opcheck.contrib.troubleshoot import explain_file, report_log
+    from opcheck.contrib.explain.report import report_log
+    from opcheck.contrib.explain.scan import explain_file
 
     log = FIXTURES / "logs" / "bf16_cast_910a.log"
     want = report_log(explain_file(log), cat)

@@ -1,5 +1,5 @@
 """The log page (/-/explain): a torch_npu / CANN runtime log pasted or uploaded, explained as
-``opcheck explain`` explains it (``contrib.troubleshoot``: each failure once with its log line,
+``opcheck explain`` explains it (``contrib.explain``: each failure once with its log line,
 error code, the rule it broke and the fix; known problems; the status of every op the log
 names on the default target). The log is read, never kept."""
 
@@ -24,7 +24,9 @@ PATH = "/-/explain"
 def explain_log(state: ServeState, ctype: str, body: bytes,
                 fields: dict[str, str]) -> Any:
     """The log report of one POST (runs on the check thread); ``fields`` gets the form's."""
-    from opcheck.contrib.troubleshoot import explain, log_records, report_log
+    from opcheck.contrib.explain.reader import log_records
+    from opcheck.contrib.explain.report import report_log
+    from opcheck.contrib.explain.scan import explain
 
     fields.update(parse_form(ctype, body))
     text = fields.get("file", "").strip() or fields.get("log", "").strip()
