@@ -91,6 +91,18 @@ class Collectives:
         if call not in self.calls:
             self.calls.append(call)
 
+    def merge_into(self, ops: list[OpUse]) -> str:
+        """Add the calls' records to a run's ``ops`` (collectives were stubbed, not
+        dispatched: the recorder never saw them); returns the note on the group size."""
+        if not self.calls:
+            return ""
+        known = {u.op for u in ops}
+        ops += [u for u in self.ops() if u.op not in known]
+        size = self.group_size()
+        return (f"collectives checked for a group of {size} ranks (one process here)" if size
+                else "collectives checked without a group size (the script gave no world_size "
+                "and WORLD_SIZE is unset): pass --world-size N")
+
     def ops(self) -> list[OpUse]:
         """The calls as op records (one per c10d op, a signature per distinct call)."""
         out: dict[str, OpUse] = {}

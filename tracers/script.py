@@ -475,18 +475,9 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
         # a loop cut short may be why (a list the script indexes later is shorter)
         error += f" (after opcheck shortened loops: {cuts}; --max-steps 0 runs every iteration)"
     ops = recorder.sorted_ops()
-    calls = findings.collectives
-    if calls.calls:
-        # collectives were stubbed, not dispatched: their records come from the redirection
-        known = {u.op for u in ops}
-        ops += [u for u in calls.ops() if u.op not in known]
+    group_note = findings.collectives.merge_into(ops)
     phases = {m for u in ops for m in u.modules}
-    notes = [f"finding: {f}" for f in findings.lines]
-    if calls.calls:
-        size = calls.group_size()
-        notes.append(f"collectives checked for a group of {size} ranks (one process here)"
-                     if size else "collectives checked without a group size (the script "
-                     "gave no world_size and WORLD_SIZE is unset): pass --world-size N")
+    notes = [f"finding: {f}" for f in findings.lines] + ([group_note] if group_note else [])
     stopped = ""
     if budget.stopped:
         at = f" at {stop_line}" if stop_line else ""
