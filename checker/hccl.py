@@ -20,7 +20,7 @@ from opcheck.checker.check import Restriction, RestrictionLookup
 from opcheck.checker.hccl_facts import COLLECTIVES, Collective, HcclRelease, for_release
 from opcheck.core.oplist import OpUse, Signature
 from opcheck.db.catalog import Catalog, ReleaseInfo
-from opcheck.db.hccl import fact_files
+from opcheck.db.hccl import HcclFact, fact_files
 from opcheck.scrapers import hccl as h
 
 # what to cast a dtype HCCL does not take to (the usual lossless or closest choice)
@@ -162,8 +162,13 @@ def hccl_lookup(cat: Catalog) -> RestrictionLookup | None:
         group = max((int(s.args.get("group_size", 0) or 0) for s in use.signatures), default=0)
         out = _emulation(rel, coll, group, use)
         seen: set[str] = set()
+        wraps = {f.value.split("->")[0]: f for f in rel.of(h.DTYPE_WRAP, coll.api)}
         for sig, shape in _calls(use):
             for dtype in dict.fromkeys(sig.inputs.values()):
+                wrap = wraps.get(dtype)
+                if wrap is not None:
+                    out.append(_wrapped(rel, coll, wrap))
+                    dtype = wrap.value.split("->")[1]
                 out += _dtype_restrictions(rel, coll, sig, dtype)
             op = str(sig.args.get("op", ""))
             if coll.reduces and op:
@@ -173,6 +178,15 @@ def hccl_lookup(cat: Catalog) -> RestrictionLookup | None:
         return [r for r in out if r.text not in seen and not seen.add(r.text)]  # type: ignore[func-returns-value]
 
     return lookup
+
+
+def _wrapped(rel: HcclRelease, coll: Collective, wrap: HcclFact) -> Restriction:
+    src, _, dst = wrap.value.partition("->")
+    return Restriction(f"torch.distributed.{coll.api}",
+                       f"{wrap.message}: a copy each way per call, and {src} values outside "
+                       f"{dst}'s range do not survive. Fix: send {dst} yourself where the values "
+                       "fit, or a release whose HCCL takes the dtype", link=wrap.url,
+                       source="hccl", basis=rel.basis(wrap), slow=True)
 
 
 def _calls(use: OpUse) -> list[tuple[Signature, list[int] | None]]:

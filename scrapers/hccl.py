@@ -18,6 +18,9 @@ Four files, one reader each (picked by the file name):
   a dtype outside it raises "Unsupported data type for HCCL process group").
 - ``torch_npu/csrc/distributed/HcclCompile.h``: the ``symbol`` rows, HCCL functions looked up
   in ``libhccl`` at run time (a CANN without one fails only when a collective needs it).
+- ``torch_npu/distributed/hccl_dtype_wraper.py`` (5.0-era trees): the ``dtype_wrap`` rows,
+  one per wrapped API and dtype (``WRAP_DTYPE_DICT``: int64 sent as int32, float64 as
+  float32 ... around ``all_reduce`` and ``reduce``).
 - ``torch_npu/distributed/distributed_c10d.py``: the ``py_impl`` rows (torch_npu's own
   ``_gather``, ``_gather_object``, ``_batch_isend_irecv`` …, replacing torch's) and the
   ``emulated`` rows (``warnings.warn`` in them: "HCCL doesn't support gather at the moment.
@@ -40,9 +43,9 @@ from opcheck.scrapers.rows import Origin
 COLLECTIVE, CHECKS_DTYPE, REFUSED, AVG_DIVIDE = "collective", "checks_dtype", "refused", "avg_divide"
 BOOL_CAST, ZERO_DIM, UNEVEN, CALLS = "bool_cast", "zero_dim", "uneven", "calls"
 REDUCE_OP, DTYPE_CHECKED, DTYPE_MAP, SYMBOL = "reduce_op", "dtype_checked", "dtype_map", "symbol"
-PY_IMPL, EMULATED = "py_impl", "emulated"
+PY_IMPL, EMULATED, DTYPE_WRAP = "py_impl", "emulated", "dtype_wrap"
 KINDS = (COLLECTIVE, CHECKS_DTYPE, REFUSED, AVG_DIVIDE, BOOL_CAST, ZERO_DIM, UNEVEN, CALLS,
-         REDUCE_OP, DTYPE_CHECKED, DTYPE_MAP, SYMBOL, PY_IMPL, EMULATED)  # fmt: skip
+         REDUCE_OP, DTYPE_CHECKED, DTYPE_MAP, SYMBOL, PY_IMPL, EMULATED, DTYPE_WRAP)  # fmt: skip
 
 # the files read, relative to the tag's root (C++ first: the sync reads them in this order)
 CPP_FILES = (
@@ -50,7 +53,8 @@ CPP_FILES = (
     "torch_npu/csrc/distributed/HCCLUtils.cpp",
     "torch_npu/csrc/distributed/HcclCompile.h",
 )
-PY_FILES = ("torch_npu/distributed/distributed_c10d.py",)
+PY_FILES = ("torch_npu/distributed/distributed_c10d.py",
+            "torch_npu/distributed/hccl_dtype_wraper.py")  # (sic: upstream's spelling)
 FILES = CPP_FILES + PY_FILES
 MAX_TEXT = 240
 
@@ -359,11 +363,40 @@ _READERS: dict[str, Callable[[list[str], Origin], list[HcclRow]]] = {
 }
 
 
+def _dtype_wrapper(text: str, origin: Origin) -> list[HcclRow]:
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        raise ScrapeError(f"not Python: {exc.msg}", source=origin.path, line=exc.lineno) from None
+    casts: list[tuple[str, str, int]] = []
+    apis: list[str] = []
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            continue
+        name = node.targets[0].id
+        if name == "WRAP_DTYPE_DICT" and isinstance(node.value, ast.Dict):
+            for k, v in zip(node.value.keys, node.value.values, strict=True):
+                if not (isinstance(k, ast.Constant) and isinstance(v, ast.Attribute)):
+                    raise ScrapeError("WRAP_DTYPE_DICT entry is not 'torch.x': torch.y",
+                                      source=origin.path, line=node.lineno)
+                casts.append((str(k.value).removeprefix("torch."), v.attr, k.lineno))
+        elif name.startswith("WRAP_DTYPE_FNNAME_LIST") and isinstance(node.value, ast.List):
+            apis += [str(e.value) for e in node.value.elts if isinstance(e, ast.Constant)]
+    if not casts or not apis:
+        raise ScrapeError("no WRAP_DTYPE_DICT or wrapped function list", source=origin.path)
+    return [HcclRow(DTYPE_WRAP, api, f"{src}->{dst}",
+                    f"torch_npu casts {src} to {dst} around torch.distributed.{api} and back",
+                    line) for api in apis for src, dst, line in casts]
+
+
 def parse(text: str, origin: Origin) -> list[HcclRow]:
     """The HCCL facts one of :data:`FILES` states (chosen by the file name)."""
     name = origin.path.rsplit("/", 1)[-1]
     if name == "distributed_c10d.py":
         return _c10d_py(text, origin)
+    if name == "hccl_dtype_wraper.py":
+        return _dtype_wrapper(text, origin)
     reader = _READERS.get(name)
     if reader is None:
         raise ScrapeError(f"no HCCL reader for {name}", source=origin.path)

@@ -149,3 +149,25 @@ def test_strict_on_missing_constructs() -> None:
         hccl.parse("def (:\n", Origin("t/distributed_c10d.py"))
     with pytest.raises(ScrapeError, match="no HCCL reader"):
         hccl.parse("", Origin("t/other.cpp"))
+
+
+@pytest.mark.upstream
+def test_old_dtype_wrapper(upstream: Path) -> None:
+    wraps = {(r.subject, r.value) for _, r in _rows(upstream, OLD) if r.kind == hccl.DTYPE_WRAP}
+    # 5.0-era torch_npu sent unsigned ints as int32 and float64 as float32 around all_reduce
+    # and reduce; the rc2 list also sent int64 as int32, 5.0.1.2's no longer does
+    assert {("all_reduce", "uint8->int32"), ("reduce", "float64->float32")} <= wraps
+    assert ("all_reduce", "int64->int32") not in wraps
+    rc2 = {(r.subject, r.value) for _, r in _rows(upstream, "v5.0.rc2-pytorch2.0.1")
+           if r.kind == hccl.DTYPE_WRAP}
+    assert ("all_reduce", "int64->int32") in rc2
+    assert not any(r.kind == hccl.DTYPE_WRAP for _, r in _rows(upstream, NEW))
+
+
+def test_dtype_wrapper_fixture_is_strict() -> None:
+    good = ("import torch\nWRAP_DTYPE_DICT = {'torch.int64': torch.int32}\n"
+            "WRAP_DTYPE_FNNAME_LIST_ONE_INPUT = ['all_reduce']\n")
+    rows = hccl.parse(good, Origin("t/hccl_dtype_wraper.py"))
+    assert [(r.subject, r.value, r.line) for r in rows] == [("all_reduce", "int64->int32", 2)]
+    with pytest.raises(ScrapeError, match="WRAP_DTYPE_DICT"):
+        hccl.parse("X = 1\n", Origin("t/hccl_dtype_wraper.py"))
