@@ -125,6 +125,10 @@ def _emulation(rel: HcclRelease, coll: Collective, group: int,
     n = f"{group}×" if group > 1 else "N× (N ranks)"
     cost = (f"emulated: {e.message} Every rank receives every rank's tensor: {n} the traffic "
             "and output memory of a gather, plus a broadcast_object_list of the shapes per call")
+    if "use_compatible_impl" in e.value:
+        # newer sources gather natively when torch_npu's compatible implementation is on
+        cost += (" (unless torch_npu's compatible implementation is on: "
+                 "torch_npu.npu.use_compatible_impl(True), on the SoCs the code names)")
     out = []
     apis = {a.rsplit(".", 1)[-1] for s in use.signatures for a in s.apis} or {coll.api}
     if apis - {"gather_object"}:
