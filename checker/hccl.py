@@ -239,7 +239,23 @@ def collective_history(cat: Catalog, op: str) -> list[dict[str, object]]:
             "how": ("emulated" if emulated else "refused" if decided[0].value == "unsupported"
                     else "native"),
             "why": decided[1], "dtypes": accepted_dtypes(rel, coll),
-            "reduce_ops": reduce_ops,
+            "reduce_ops": reduce_ops, "rules": _rules(rel, coll),
             "inferred": rel.cpp_inferred or rel.py_inferred, "basis": rel.basis(),
         })
+    return out
+
+
+def _rules(rel: HcclRelease, coll: Collective) -> list[str]:
+    """The collective's own rules on the release, each with its line: shape rules, casts,
+    AVG's division, the HCCL functions it calls (looked up at run time when listed)."""
+    symbols = {f.subject for f in rel.of(h.SYMBOL)}
+    out = [f"{f.kind}: {f.message}" + (f" (when {f.value})" if f.kind == h.ZERO_DIM and f.value
+                                       else "") + f" {f.url}"
+           for kind in (h.ZERO_DIM, h.UNEVEN, h.BOOL_CAST, h.AVG_DIVIDE)
+           for f in rel.of(kind, coll.method)[:1]]
+    out += [f"dtype_wrap: {f.message} {f.url}" for f in rel.of(h.DTYPE_WRAP, coll.api)]
+    calls = [f.value + (" (run-time lookup)" if f.value in symbols else "")
+             for f in rel.of(h.CALLS, coll.method)]
+    if calls:
+        out.append("calls: " + ", ".join(dict.fromkeys(calls)))
     return out

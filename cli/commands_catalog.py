@@ -69,7 +69,8 @@ def _collective_rows(op: str, rows: list[dict[str, Any]], fmt: str) -> None:
         ops = " ".join(f"{k}:{v}" for k, v in r["reduce_ops"].items())
         grid.add(r["torch_npu"], r["torch"], r["status"],
                  r["how"] + (" (inferred)" if r["inferred"] else ""),
-                 " ".join(r["dtypes"]), ops, r["why"])
+                 " ".join(r["dtypes"]), ops,
+                 "; ".join([r["why"], *(x.rsplit(" https://", 1)[0] for x in r["rules"])]))
     show_grid(grid, fmt)
 
 
