@@ -190,6 +190,8 @@ class KernelPaths:
             return Decision(product, "", "")
         if kernel.startswith("torch_npu"):
             return Decision(product, NATIVE, "torch_npu's own kernel")
+        if kernel == "HCCL":
+            return Decision(product, "", "")  # a collective: no kernel path (checker.hccl)
         rules = self.rules_for(release)
         if rules is None:
             return Decision(product, UNKNOWN, "no kernel-path facts in the catalog",

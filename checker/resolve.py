@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from opcheck.checker.hccl_facts import COLLECTIVES, HcclRelease, for_release
 from opcheck.core.errors import CatalogError
 from opcheck.core.vocab import Status
 from opcheck.db.catalog import Catalog, OperatorInfo
@@ -87,6 +88,7 @@ class Resolver:
         # composite op -> the ops a run recorded its kernel sending to the device on this
         # release (checker.levels learns them from the op list)
         self.callees: dict[str, list[str]] = {}
+        self._hccl: HcclRelease | None = None  # read on the first c10d collective
 
     def learn_callees(self, op: str, callees: Iterable[str]) -> None:
         """Record that ``op``'s generic kernel was seen calling ``callees`` (the level the
@@ -208,6 +210,12 @@ class Resolver:
             return Resolution(op, Status.UNSUPPORTED, via=via,
                               reason="registered by torch_npu as unsupported (raises)")
         info = self.catalog.operators.get(op)
+        if info is None and op in COLLECTIVES:
+            if self._hccl is None:
+                self._hccl = for_release(self.catalog, self.release)
+            decided = self._hccl.decide(op)
+            if decided is not None:
+                return Resolution(op, decided[0], "HCCL", via=via, reason=decided[1])
         if info is None:
             ns = op.split("::", 1)[0]
             where = "a custom or third-party op" if ns != "aten" else "not in this catalog's ATen list"

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from opcheck.checker.check import Restriction, RestrictionLookup
 from opcheck.checker.contract import combine, contract_lookup
+from opcheck.checker.hccl import hccl_lookup
 from opcheck.core.errors import UsageError
 from opcheck.core.oplist import OpUse, Signature
 from opcheck.core.products import ALIASES, canonical_alias, product_aliases
@@ -75,7 +76,8 @@ def match_hardware(cat: Catalog, wanted: str) -> list[str]:
 def all_restrictions(cat: Catalog, hardware: str | None) -> RestrictionLookup | None:
     """Both sources of limits: the aclnn contract (CANN's operator docs) and torch_npu's
     per-API docs, each labelled in its findings (``Restriction.source``)."""
-    return combine(contract_lookup(cat, hardware), restriction_lookup(cat, hardware))
+    return combine(contract_lookup(cat, hardware), restriction_lookup(cat, hardware),
+                   hccl_lookup(cat))
 
 
 def _pick_version(versions: Iterable[str], torch: str) -> str:

@@ -1,6 +1,6 @@
 """Will it run at full speed: the report's speed section.
 
-A kernel on the NPU is not the whole answer. Four things cost time every step although every
+A kernel on the NPU is not the whole answer. Five things cost time every step although every
 op runs, and each is a finding here, with its count per step (or per forward), its source
 lines, the Python API that made it, and what to do instead:
 
@@ -13,7 +13,9 @@ lines, the Python API that made it, and what to do instead:
   turns the mask into indices with ``nonzero``: the engine facts) and copies to the CPU;
 - **AI CPU calls** (``opcheck.checker.engine``: CANN runs the call's level-0 op on the AI CPU);
 - **CPU round trips**: calls that fall back to the CPU (copy in, CPU kernel, copy back);
-- **per-tensor foreach slow paths** (``opcheck.checker.kernel_path``: one launch per tensor).
+- **per-tensor foreach slow paths** (``opcheck.checker.kernel_path``: one launch per tensor);
+- **collectives torch_npu emulates or completes on the NPU** (``opcheck.checker.hccl``: gather
+  through allgather, ReduceOp.AVG divided after the sum).
 
 A fake-tensor ``check`` stops at the first value-dependent branch; the sync it stopped at is
 a finding too (``stopped_here``), not only the report's INCOMPLETE.
@@ -105,7 +107,7 @@ class SpeedFinding:
 
 
 KIND_LABELS = {"host_sync": "host sync", "aicpu": "AI CPU", "cpu_fallback": "CPU round trip",
-               "foreach_slow": "per-tensor foreach"}
+               "foreach_slow": "per-tensor foreach", "collective": "HCCL collective"}
 
 
 def steps_of(oplist: OpList) -> tuple[int, str]:
@@ -177,7 +179,7 @@ def speed_findings(report: Report, oplist: OpList,
         out += _syncs(f, sigs, tagged, steps)
         out += _slow(f, sigs, steps, judged_on, product is None)
     _stop(out, oplist, steps)
-    order = {"host_sync": 0, "cpu_fallback": 1, "aicpu": 2, "foreach_slow": 3}
+    order = {"host_sync": 0, "cpu_fallback": 1, "aicpu": 2, "foreach_slow": 3, "collective": 4}
     out.sort(key=lambda s: (not s.stopped_here, order.get(s.kind, 9), -s.count, s.op))
     meta = {"steps": steps, "unit": unit, "judged_on": judged_on,
             "product_named": product is not None,
@@ -241,6 +243,14 @@ def _slow(f: Finding, sigs: Sequence[Signature], steps: int, judged_on: str,
             why="no NPU kernel: torch_npu copies the inputs to the host, runs the CPU kernel "
                 "and copies the result back, every call",
             instead=fix, source=f"status {f.status.value} ({f.reason})"))
+    for r in f.restrictions:
+        if r.slow and r.source == "hccl":
+            # torch_npu's own handling of a collective (checker.hccl): "<why> Fix: <instead>"
+            why, _, instead = r.text.partition(" Fix: ")
+            out.append(SpeedFinding(
+                "collective", f.op, f.count, _per(f.count, steps), list(f.locations), apis,
+                why=why, instead=instead, source=r.basis, link=r.link,
+                inferred=r.basis.startswith("inferred")))
     engine = f.engine or {}
     if engine.get("aicpu_calls"):
         slow = next((r for r in f.restrictions if r.slow and r.source == "cann_engine"), None)
@@ -313,8 +323,11 @@ def speed_lines(speed: Mapping[str, Any]) -> list[str]:
         stop = " [the fake trace stopped here]" if s.get("stopped_here") else ""
         inf = " (inferred)" if s.get("inferred") else ""
         op = s["op"] or "a tensor value"
+        # a collective's handling is torch_npu's own code: its line is the evidence
+        src = f" ({s['link']})" if s["kind"] == "collective" and s.get("link") else ""
         lines.append(f"{KIND_LABELS.get(s['kind'], s['kind'])}: {op}{api}, {per_text} at "
-                     f"{where}{stop}{inf}: {s['why']}. Instead: {s['instead']}.")
+                     f"{where}{stop}{inf}: {s['why'].rstrip('.')}{src}. Instead: "
+                     f"{s['instead']}.")
     return lines
 
 

@@ -97,6 +97,7 @@ class ScriptInput:
     max_steps: int = RUN_MAX_STEPS
     timeout: float = RUN_TIMEOUT
     memory_mb: int = RUN_MEMORY_MB
+    world_size: int = 0  # the group size collectives are checked for (0: the script's own)
 
     @property
     def label(self) -> str:
@@ -260,7 +261,7 @@ class CheckUseCase:
             # no progress display: the script's own output may go to the terminal
             run = run_script(source.script, list(source.args), max_steps=source.max_steps,
                              timeout=source.timeout, memory_mb=source.memory_mb,
-                             composites=self.composites())
+                             composites=self.composites(), world_size=source.world_size)
             problem = (f"raised at {run.error}" if run.error
                        else f"stopped: {run.stopped}" if run.stopped else "")
             return run.oplist, problem

@@ -55,6 +55,25 @@ def _op_list(cat: Any, match: Any, fmt: str) -> None:
     show_grid(grid, fmt)
 
 
+def _collective_rows(op: str, rows: list[dict[str, Any]], fmt: str) -> None:
+    """A c10d collective per release on HCCL (opcheck.checker.hccl.collective_history)."""
+    if fmt == "json":
+        typer.echo(json.dumps({"op": op, "releases": rows}, indent=2))
+        return
+    from opcheck.cli.render import Column, Grid, show_grid, status_style
+
+    grid = Grid([Column("torch_npu"), Column("torch"), Column("status", style=status_style),
+                 Column("on HCCL"), Column("dtypes", compact=False),
+                 Column("ReduceOps", compact=False), Column("why", wrap=True)])
+    for r in rows:
+        ops = " ".join(f"{k}:{v}" for k, v in r["reduce_ops"].items())
+        grid.add(r["torch_npu"], r["torch"], r["status"],
+                 r["how"] + (" (inferred)" if r["inferred"] else ""),
+                 " ".join(r["dtypes"]), ops,
+                 "; ".join([r["why"], *(x.rsplit(" https://", 1)[0] for x in r["rules"])]))
+    show_grid(grid, fmt)
+
+
 def op(
     name: Annotated[str, typer.Argument(help="Operator (aten::isin.Tensor_Tensor, isin, "
                                         "aten::add), Python API (torch.isin, F.interpolate, "
@@ -74,6 +93,13 @@ def op(
         from opcheck.core.errors import UsageError
 
         cat = _catalog(catalog)
+        if name.startswith("c10d::"):
+            from opcheck.checker.hccl import collective_history
+
+            rows_c = collective_history(cat, name)
+            if rows_c:
+                _collective_rows(name, rows_c, fmt)
+                return
         match = Names(cat).match(name)
         if match.kind == "none":
             hint = (f"; did you mean {', '.join(match.suggestions)}?" if match.suggestions

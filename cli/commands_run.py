@@ -83,6 +83,12 @@ def run(
     memory_mb: Annotated[
         int, typer.Option("--memory-mb", help="Memory limit of the sandboxed run")
     ] = RUN_MEMORY_MB,
+    world_size: Annotated[
+        int,
+        typer.Option("--world-size", min=0, help="Ranks the script runs on (one process per "
+                     "NPU): the group size its collectives are checked for; default: the "
+                     "script's init_process_group(world_size=...) or WORLD_SIZE"),
+    ] = 0,
     each: Annotated[
         bool,
         typer.Option("--each", help="SCRIPT and the arguments after it are scripts, each run "
@@ -119,7 +125,7 @@ def run(
         ensure_writable(output)
         request = CheckRequest(
             ScriptInput(script, tuple(args), max_steps=max_steps, timeout=timeout,
-                        memory_mb=memory_mb),
+                        memory_mb=memory_mb, world_size=world_size),
             torch_npu=torch_npu, cann=cann, torch=torch, installed_torch=_installed_torch(),
             hardware=hardware, jit_compile=on_off(jit_compile, "--jit-compile"),
             internal_format=on_off(internal_format, "--internal-format"),

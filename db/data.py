@@ -149,6 +149,7 @@ if TYPE_CHECKING:
     OpBinaryRec = t.OpBinary
     MessageTemplateRec = t.MessageTemplate
     OpAclTypeRec = t.OpAclType
+    HcclFactRec = t.HcclFact
 else:
     SourceRec = record_of(t.Source)
     ReleaseRec = record_of(_ReleaseRec, after="source_id")
@@ -176,6 +177,7 @@ else:
     OpBinaryRec = record_of(t.OpBinary)
     MessageTemplateRec = record_of(t.MessageTemplate)
     OpAclTypeRec = record_of(t.OpAclType)
+    HcclFactRec = record_of(t.HcclFact)
 
 
 @dataclass(frozen=True)
@@ -261,6 +263,8 @@ class CatalogData:
     message_templates: list[MessageTemplateRec] = field(default_factory=list)
     # The CANN op types each ATen overload's acl_op kernel runs (issue 38).
     op_acl_types: list[OpAclTypeRec] = field(default_factory=list)
+    # Distributed on HCCL (issue 41): torch_npu's process-group facts per tag
+    hccl_facts: list[HcclFactRec] = field(default_factory=list)
 
     def add_source(self, scraper: str, path: str, *, url: str = "", ref: str = "",
                    commit: str = "", sha256: str = "", rows: int = 0) -> int:

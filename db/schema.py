@@ -41,6 +41,7 @@ from opcheck.db.data import (
     GraphConverterRec,
     GraphConverterRow,
     GraphPinRec,
+    HcclFactRec,
     InductorRuleRec,
     KernelFacts,
     KernelPathRuleRec,
@@ -193,6 +194,7 @@ TABLES: tuple[Table, ...] = (
     Table(t.InductorRule, lambda d: d.inductor_rules),
     Table(t.OpAclType, lambda d: d.op_acl_types),
     Table(t.MessageTemplate, lambda d: d.message_templates),
+    Table(t.HcclFact, lambda d: d.hccl_facts),
 )
 
 
@@ -292,4 +294,6 @@ FILES: tuple[File, ...] = (
     File("message_templates.tsv", MessageTemplateRec, "message_templates", optional=True),
     # optional: a snapshot written before the acl_op op types still reads (op types unknown)
     File("op_acl_types.tsv", OpAclTypeRec, "op_acl_types", optional=True),
+    # optional: a snapshot written before the HCCL facts still reads (collectives unknown)
+    File("hccl_facts.tsv", HcclFactRec, "hccl_facts", optional=True),
 )

@@ -550,3 +550,17 @@ class OpAclType(CatalogTable, table=True):
     path: str = ""  # the file at the newest of those releases' pins (under op_plugin/)
     line: int = 0
     source_id: int | None = Field(default=None, foreign_key=_SOURCE)
+class HcclFact(CatalogTable, table=True):
+    """A fact of torch_npu's HCCL process group at the tags listed (``HcclFactRec``)."""
+
+    # no reference to release or source: one row stands for several tags (``tags``/``sources``)
+    __tablename__ = "hccl_fact"
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(index=True)
+    subject: str
+    value: str = ""
+    message: str = ""
+    path: str = ""
+    tags: str = ""
+    lines: str = ""
+    sources: str = ""

@@ -25,6 +25,7 @@ from opcheck.sync.capture_rules import CaptureRules
 from opcheck.sync.context import SyncContext
 from opcheck.sync.contract import AclnnDocs, OpApiSources
 from opcheck.sync.engine import CannBinaries, CannEngine
+from opcheck.sync.hccl import HcclFacts
 from opcheck.sync.inductor import InductorLowerings
 from opcheck.sync.kernel_path import KernelPathRules
 from opcheck.sync.kernels import Deprecations, NpuNative, ReleaseKernels
@@ -67,4 +68,5 @@ UPSTREAMS: tuple[Upstream, ...] = (
     InductorLowerings(),
     MessageSites(),
     AclOpSources(),
+    HcclFacts(),
 )

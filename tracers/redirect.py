@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any
 
+from opcheck.tracers.collectives import OPS, Collectives, stub
 from opcheck.tracers.device import _TRACER_DIR, DEVICE, _short_path, _torch_dirs
 
 # extension packages with CUDA-only kernels: what each is on the NPU
@@ -57,6 +58,7 @@ class Findings:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self._torch_dirs: tuple[str, ...] = ()
+        self.collectives = Collectives()
 
     def add(self, what: str, *, depth: int = 2) -> None:
         where = self.user_line(depth + 1)
@@ -359,6 +361,9 @@ def _patch_distributed(torch: Any, findings: Findings) -> None:
     @functools.wraps(init)
     def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> Any:
         name = backend or kwargs.get("backend") or "default"
+        with contextlib.suppress(TypeError, ValueError):
+            findings.collectives.world_size = int(kwargs.get("world_size") or
+                                                  (args[2] if len(args) > 2 else 0) or 0)
         findings.add(
             f"distributed: init_process_group(backend={name!r}): on the NPU the backend is HCCL "
             "(nccl is redirected to hccl); run here as one process, collectives not executed"
@@ -370,9 +375,7 @@ def _patch_distributed(torch: Any, findings: Findings) -> None:
         return init("gloo", store=store, rank=0, world_size=1)
 
     dist.init_process_group = init_process_group
-    for name in ("all_reduce", "broadcast", "barrier", "reduce", "all_gather", "all_to_all",
-                 "all_gather_into_tensor", "reduce_scatter_tensor", "reduce_scatter",
-                 "all_to_all_single", "send", "recv"):  # fmt: skip
+    for name in OPS:
         fn = getattr(dist, name, None)
         if fn is not None:
             setattr(dist, name, _collective(name, findings))
@@ -419,15 +422,25 @@ def _patch_distributed(torch: Any, findings: Findings) -> None:
 
 def _collective(name: str, findings: Findings) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
-        findings.add(f"distributed: {name}: an HCCL collective on the NPU; not executed here")
-        if name in ("all_gather",) and args and isinstance(args[0], list) and len(args) > 1:
-            for out in args[0]:
-                out.copy_(args[1])
-        if name == "all_gather_into_tensor" and len(args) > 1:
-            args[0].copy_(args[1].reshape(args[0].shape))
+        findings.add(f"distributed: {name}: an HCCL collective on the NPU; not executed here "
+                     "(recorded as a c10d op and checked)")
+        findings.collectives.record(name, args, kwargs, findings.user_line(2))
+        stub(name, args, kwargs)
+        if name in ("isend", "irecv") or kwargs.get("async_op"):
+            return _DoneWork()
         return None
 
     return call
+
+
+class _DoneWork:
+    """The work handle of an asynchronous collective that was not run: already complete."""
+
+    def wait(self, *_: Any, **__: Any) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
 
 
 def _patch_compile(torch: Any, findings: Findings) -> None:

@@ -57,6 +57,7 @@ def run_script(
     timeout: float = sandbox.DEFAULT_TIMEOUT,
     memory_mb: int = sandbox.DEFAULT_MEMORY_MB,
     composites: list[str] | tuple[str, ...] | None = None,
+    world_size: int = 0,
 ) -> ScriptRun:
     """Run ``script ARGS`` in the sandbox on the recorded device. Raises TraceError (one line)
     when the script cannot be started or the run recorded nothing before it died."""
@@ -72,7 +73,7 @@ def run_script(
     request = {
         "kind": "script", "script": str(path.resolve()), "argv": [str(a) for a in args],
         "cwd": os.getcwd(), "max_steps": max_steps, "composites": list(composites),
-        "label": path.name,
+        "label": path.name, "world_size": world_size,
     }  # fmt: skip
     result = sandbox.run_worker(request, timeout=timeout, memory_mb=memory_mb)
     if result.get("ok"):
@@ -407,6 +408,8 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     cwd = str(request.get("cwd") or os.getcwd())
     max_steps = int(request.get("max_steps", DEFAULT_MAX_STEPS))
     label = str(request.get("label") or Path(script).name)
+    if request.get("world_size"):
+        os.environ["OPCHECK_WORLD_SIZE"] = str(int(request["world_size"]))
     os.environ["OPCHECK_TRACE_CWD"] = cwd
     os.chdir(cwd)  # relative data paths in the script resolve as they do for `python SCRIPT`
     stream = runtime.Stream(str(request["stream"])) if request.get("stream") else None
@@ -472,8 +475,9 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
         # a loop cut short may be why (a list the script indexes later is shorter)
         error += f" (after opcheck shortened loops: {cuts}; --max-steps 0 runs every iteration)"
     ops = recorder.sorted_ops()
+    group_note = findings.collectives.merge_into(ops)
     phases = {m for u in ops for m in u.modules}
-    notes = [f"finding: {f}" for f in findings.lines]
+    notes = [f"finding: {f}" for f in findings.lines] + ([group_note] if group_note else [])
     stopped = ""
     if budget.stopped:
         at = f" at {stop_line}" if stop_line else ""

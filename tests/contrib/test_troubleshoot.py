@@ -26,6 +26,11 @@ EXPECTED = {
          "precision-mode-500001", "cann-error-code", "cann-symbol-missing"},
         {},
     ),
+    "hccl_errors.log": (
+        {"hccl-socket-timeout", "cann-error-code", "hccl-unsupported-dtype",
+         "hccl-refused-collective"},
+        {},
+    ),
     "dtype_memory.log": (
         {"aclnn-param-161002", "err-pta-call-acl", "cann-error-code", "dtype-other-unsupported",
          "dtype-float64", "dtype-complex", "npu-oom", "npu-oom-absurd-size"},

@@ -28,6 +28,7 @@ from opcheck.db.data import (
     EngineSiteRec,
     GraphConverterRec,
     GraphPinRec,
+    HcclFactRec,
     InductorRuleRec,
     KernelFacts,
     KernelPathRuleRec,
@@ -115,6 +116,9 @@ def _full() -> CatalogData:
                                          lines="136", sources="1")]
     full.inductor_rules = [InductorRuleRec("generate", "aten::mul", tags="v7.3.1-pytorch2.6.0",
                                            lines="16", sources="1")]
+    full.hccl_facts = [HcclFactRec(kind="refused", subject="gather", message="ProcessGroupHCCL does not "
+                                   "support gather", tags="v7.3.1-pytorch2.6.0", lines="1",
+                                   sources="1")]
     full.message_templates = [MessageTemplateRec("self not implemented for %s", "cann",
                                                  "ops-math", "OP_CHECK_DTYPE_NOT_SUPPORT",
                                                  "error", anchor="implemented")]
