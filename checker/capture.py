@@ -37,10 +37,12 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from opcheck.checker.aclop import ordered
 from opcheck.checker.check import Finding, Report
 from opcheck.core.oplist import OpList
 from opcheck.core.versions import cann_key, release_key, torch_minor
 from opcheck.core.vocab import Status
+from opcheck.db.aclops import types_of_ops
 from opcheck.db.capture import CaptureRule, op_tags, rule_tags, rules_at
 from opcheck.db.catalog import Catalog, ReleaseInfo
 
@@ -67,6 +69,9 @@ class CaptureBreak:
     rule: str = ""  # the torch_npu source line stating the rule (path:line at the tag)
     url: str = ""
     message: str = ""  # what torch_npu raises, when it raises
+    # acl_op: the CANN op types its kernel runs (the one running names itself in the error:
+    # "Current working aclop is Fill")
+    op_types: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -155,8 +160,8 @@ def _mask_index(f: Finding, oplist: OpList) -> bool:
     return False
 
 
-def _breaks_of(f: Finding, tags: set[str], rules: list[CaptureRule], oplist: OpList
-               ) -> list[CaptureBreak]:
+def _breaks_of(f: Finding, tags: set[str], rules: list[CaptureRule], oplist: OpList,
+               op_types: list[str] | None = None) -> list[CaptureBreak]:
     out: list[CaptureBreak] = []
 
     def add(kind: str, severity: str, why: str, rule: CaptureRule | None = None, *,
@@ -189,9 +194,14 @@ def _breaks_of(f: Finding, tags: set[str], rules: list[CaptureRule], oplist: OpL
     if acl and aclop and f.status is Status.NPU:
         msg = _rule(rules, "aclop", "assertNotCapturingAclop")
         everywhere = len(acl) == len(f.path)
+        types = op_types or []
+        named = (f"; it runs CANN op type{'s' if len(types) > 1 else ''} "
+                 f"{', '.join(types[:6])}{', …' if len(types) > 6 else ''} (the error names the "
+                 f"one running: \"Current working aclop is {types[0]}\")") if types else ""
         add("acl_op", BREAKS, "acl_op kernel: torch_npu refuses acl_op kernels during capture"
-            + ("" if everywhere else f" (on {', '.join(acl)})"), aclop,
+            + ("" if everywhere else f" (on {', '.join(acl)})") + named, aclop,
             products=[] if everywhere else acl, message=msg.message if msg else "")
+        out[-1].op_types = types
     if RANDOM_TAG in tags and f.status in (Status.NPU, Status.COMPOSITE):
         safe = _rule(rules, "rng_graph_safe")
         legacy = _rule(rules, "generator", "philox_engine_inputs")
@@ -207,6 +217,14 @@ def _breaks_of(f: Finding, tags: set[str], rules: list[CaptureRule], oplist: OpL
     if aicpu:
         add("aicpu", SLOW, f"AI CPU kernel ({aicpu} calls): captured as a task (no torch_npu "
             "rule against it), but runs on the AI CPU on every replay")
+    return out
+
+
+def _acl_types(cat: Catalog, ops: list[str], release: ReleaseInfo) -> dict[str, list[str]]:
+    """op → the op types its acl_op kernel runs in the release, its own first."""
+    out: dict[str, list[str]] = {}
+    for op, rows in types_of_ops(cat.engine, ops, release.torch_npu).items():
+        out[op] = list(dict.fromkeys(r.op_type for r in ordered(op, rows)))
     return out
 
 
@@ -233,8 +251,10 @@ def capture_check(cat: Catalog, report: Report, oplist: OpList, release: Release
         breaks = []
     else:
         by_op = op_tags(cat.engine, [f.op for f in report.ops])
+        types = _acl_types(cat, [f.op for f in report.ops if "acl_op" in f.path.values()],
+                           release)
         breaks = [b for f in report.ops for b in _breaks_of(f, by_op.get(f.op, set()), rules,
-                                                           oplist)]
+                                                           oplist, types.get(f.op))]
         breaks.sort(key=lambda b: (-_RANK[b.severity], _first_location(b), b.op))
         worst = max((_RANK[b.severity] for b in breaks), default=-1)
         verdict = ("NO" if worst == _RANK[BREAKS] else "MAYBE" if worst == _RANK[MAYBE]

@@ -344,9 +344,32 @@ def kernel_path_hook(cat: Catalog, hardware: str | None,
         f.path = {d.product: d.path for d in decisions}
         f.restrictions = _apply(paths, use, release, decisions, f.restrictions)
         f.restrictions += [r for _, r in judged if r is not None]
+        if wanted is not None and f.status is Status.NPU:
+            _acl_op_engine(cat, use, release, decisions, f)
         f.restricted = any(r.violated for r in f.restrictions)
 
     return hook
+
+
+def _acl_op_engine(cat: Catalog, use: OpUse, release: ReleaseInfo, decisions: list[Decision],
+                   f: Finding) -> None:
+    """On the one product judged, an op whose calls take the acl_op path gets the engine and
+    binaries of the op types its acl_op kernel runs instead of the aclnn function's."""
+    from opcheck.checker.aclop import acl_op_engine
+
+    for d in decisions:
+        if d.path != ACL_OP:
+            continue
+        got = acl_op_engine(cat, use.op, release, d.product)
+        if got is None:
+            continue
+        doc, found = got
+        f.engine = doc
+        f.binaries = list({t["op_type"]: {"op_type": t["op_type"], "soc": t["soc"],
+                                          "kernel": t["kernel"],
+                                          **({"note": t["note"]} if t.get("note") else {})}
+                           for t in doc["op_types"]}.values())
+        f.restrictions += found
 
 
 # Findings about what the aclnn function launches inside CANN (checker.engine): they hold only

@@ -76,3 +76,18 @@ def binary_rows(engine: Engine, op_types: Sequence[str]) -> dict[str, list[Binar
                                      tuple(x for x in dts.split(",") if x), bool(conf), path,
                                      url or ""))
     return dict(out)
+
+
+def launches_of_types(engine: Engine, op_types: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+    """op type → (engine, library/launch file:line) of every level-0 launch of it (any CANN
+    version, any aclnn function), distinct."""
+    if not op_types:
+        return {}
+    out: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    q = text("SELECT DISTINCT op_type, engine, library, launch FROM engine_site "
+             "WHERE op_type IN :ops ORDER BY op_type, engine, library, launch").bindparams(
+        bindparam("ops", expanding=True))
+    with engine.connect() as conn:
+        for op, eng, lib, launch in conn.execute(q, {"ops": list(op_types)}):
+            out[op].append((eng, f"{lib}/{launch}"))
+    return dict(out)

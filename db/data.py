@@ -1,72 +1,187 @@
 """The catalog's facts in memory: what a sync collects and what the snapshot stores.
 
 One shape feeds both writers (SQLite and the diffable snapshot), so a catalog built from the
-mirror and one built from the bundled snapshot hold the same facts. These records are also the
-column list of the tables and snapshot files: ``opcheck.db.schema`` derives both from their
-fields (name, type, order), so a new field is a new column everywhere.
+mirror and one built from the bundled snapshot hold the same facts.
+
+The records are not written here: each is derived at import from its table's SQLModel class in
+``opcheck.db.tables`` (:func:`record_of`), a plain dataclass with one field per column (the
+table's attribute names and defaults, in column order, without a surrogate ``id``). A sync
+builds 100k+ of them and a table instance costs ~40x a dataclass, so the records stay plain;
+but a column is added in one place, the table class. The few fields a sync keeps that are no
+column (a release's kernel provenance, a workaround's ops, the snapshot's grouped lines) are
+declared on a subclass of the table (``_ReleaseRec`` ...) next to its record; the type checker
+reads each record as that class. Two grouping shapes are not tables: :class:`KernelFacts` and
+:class:`ApiFacts`, the facts a release or a doc states (their names are columns of the tables,
+checked by tests/db/test_schema.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from pydantic_core import PydanticUndefined
+
+from opcheck.db import tables as t
+from opcheck.db.tables import CatalogTable
+
+_SCALARS = (str, int, bool)
 
 
-@dataclass
-class SourceRec:
-    id: int
-    scraper: str
-    path: str
-    url: str = ""
-    ref: str = ""
-    commit: str = ""
-    sha256: str = ""
-    fetched_at: str = ""  # not in the snapshot: a sync's time would make every file differ
-    rows: int = 0
+def column_type(col: sa.Column[Any]) -> type:
+    """str, int or bool (a vocabulary word is stored as its str)."""
+    sql_type = col.type
+    if isinstance(sql_type, sa.types.TypeDecorator):  # SQLModel's AutoString, a WordType
+        sql_type = sql_type.impl_instance
+    kind: type = sql_type.python_type
+    if kind not in _SCALARS:
+        raise TypeError(f"no scalar type for column {col.name} ({col.type!r})")
+    return kind
 
 
-@dataclass
-class ReleaseRec:
-    torch_npu: str
-    torch: str
-    train: str = ""
-    cann: str = ""
-    pythons: str = ""
-    tag: str = ""
-    branch: str = ""
-    op_plugin_commit: str = ""
-    op_plugin_branch: str = ""
-    date: str = ""
-    sort_key: int = 0
-    has_cpu_fallback: bool = False
-    kernel_source: str = "none"
-    source_id: int | None = None
-    # Provenance of the kernel facts of this release (not columns of their own in the
-    # snapshot's kernel file: every kernel row of the release points to one of these).
+def _default(value: Any) -> Any:
+    # a vocabulary word's default is kept as its string, as the records always held it
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def record_of(model: type[CatalogTable], *, name: str = "", drop: tuple[str, ...] = (),
+              after: str = "") -> Any:
+    """A plain dataclass for ``model``'s rows, named as the record (``Source`` → ``SourceRec``).
+
+    Its fields are the table's columns in order (attribute names, column types as ``str``,
+    ``int`` or ``bool``, ``X | None`` where nullable, the class's defaults), without a
+    surrogate key and the ``drop``ped ones. When ``model`` is a subclass of a table, the fields
+    it adds (no columns) follow ``after`` (default: at the end) and its methods are kept."""
+    table: type[CatalogTable] = next(c for c in model.__mro__ if "__table__" in vars(c))
+    sql: sa.Table = table.__table__  # type: ignore[attr-defined]
+    key = sql.primary_key.columns.values()[0].name
+    mapper: Any = sa.inspect(table)
+    columns = {p.key: p.columns[0] for p in mapper.column_attrs}
+    own = [n for n in model.model_fields if n not in table.model_fields]
+    specs: list[tuple[str, Any, Any]] = []
+    for attr, info in table.model_fields.items():
+        col = columns[attr]
+        if attr in drop or (col.name == key and not info.is_required() and info.default is None):
+            continue
+        kind: Any = column_type(col)
+        specs.append((attr, kind | None if col.nullable else kind, info.default))
+    added = [(n, model.model_fields[n].annotation, model.model_fields[n].default) for n in own]
+    at = next(i for i, s in enumerate(specs) if s[0] == after) + 1 if after else len(specs)
+    specs[at:at] = added
+    methods = {k: v for k, v in vars(model).items()
+               if callable(v) and not k.startswith("_") and k not in model.model_fields}
+    cls: Any = dataclasses.make_dataclass(
+        name or f"{table.__name__}Rec",
+        [(n, hint) if d is PydanticUndefined else (n, hint, field(default=_default(d)))
+         for n, hint, d in specs],
+        namespace=methods)
+    cls.__module__ = __name__  # the parse cache rebuilds records by module and name
+    # a column named unlike its attribute (``schema_``: pydantic's BaseModel has ``schema``)
+    cls.column_names = {a: columns[a].name for a, _, _ in specs
+                        if a in columns and columns[a].name != a}
+    cls.__doc__ = f"A row of ``{sql.name}`` as a sync collects it (``{table.__qualname__}``)."
+    return cls
+
+# The record-only subclasses below are no tables (their fields would otherwise become columns).
+_NOT_A_TABLE: Any = {"defer_build": True, "table": False}
+
+
+class _ReleaseRec(t.Release):
+    model_config = _NOT_A_TABLE
+    # Provenance of the kernel facts of this release: no columns of the release table (every
+    # npukernel row names its own source) but in the snapshot's releases.tsv, which the
+    # kernels.tsv rows refer to.
     kernel_source_id: int | None = None
     native_source_id: int | None = None
-    # no table names this release's CANN: it is that of the train it hotfixes (7.2.0.1 → 7.2.0)
-    cann_inferred: bool = False
-    # where kernel_source's facts come from and, when approximate or missing, why
-    kernel_source_note: str = ""
 
 
-@dataclass
-class OperatorRec:
-    op: str
-    namespace: str
-    name: str
-    overload: str = ""
-    schema: str = ""
-    tags: str = ""
-    dispatch: str = ""
-    kernel_kind: str = ""
-    structured_delegate: str = ""
-    source_id: int | None = None
+class _WorkaroundRec(t.Workaround):
+    model_config = _NOT_A_TABLE
+    ops: tuple[str, ...] = ()  # the workaround_op table
+
+
+class _GraphConverterGroup(t.GraphConverter):
+    """How torchair converts one overload, for every torchair commit that has exactly these
+    facts: ``sources`` lists the commits' converter-folder source ids and ``lines`` the line
+    in each (same order); the snapshot's form of graph_converter."""
+
+    model_config = _NOT_A_TABLE
+
+    sources: str = ""
+    lines: str = ""
+
+    def rows(self) -> list[GraphConverterRow]:
+        return [GraphConverterRow(op=self.op, status=self.status, message=self.message,
+                                  condition=self.condition, dtypes=self.dtypes,
+                                  min_torch=self.min_torch, path=self.path, line=int(line),
+                                  source_id=int(sid), rebound=self.rebound)
+                for sid, line in zip(self.sources.split(","), self.lines.split(","),
+                                     strict=True) if sid]
+
+
+if TYPE_CHECKING:
+    # The type checker reads each record as its table class (same names, types and defaults).
+    SourceRec = t.Source
+    ReleaseRec = _ReleaseRec
+    OperatorRec = t.Operator
+    DeprecationRec = t.Deprecation
+    PythonRec = t.PythonSupport
+    ApiOpRec = t.ApiOp
+    AclnnCodeRec = t.AclnnCode
+    AclnnFunctionRec = t.AclnnFunction
+    AclnnParamRec = t.AclnnParam
+    AclnnExceptionRec = t.AclnnException
+    AclnnConstraintRec = t.AclnnConstraint
+    OpAclnnRec = t.OpAclnn
+    KernelPathRuleRec = t.KernelPathRule
+    KernelSocCheckRec = t.KernelSocCheck
+    WorkaroundRec = _WorkaroundRec
+    ZooRec = t.ZooResult
+    CaptureRuleRec = t.CaptureRule
+    InductorRuleRec = t.InductorRule
+    GraphPinRec = t.GraphPin
+    GraphConverterRow = t.GraphConverter
+    GraphConverterRec = _GraphConverterGroup
+    EngineSiteRec = t.EngineSite
+    OpBinaryRec = t.OpBinary
+    MessageTemplateRec = t.MessageTemplate
+    OpAclTypeRec = t.OpAclType
+else:
+    SourceRec = record_of(t.Source)
+    ReleaseRec = record_of(_ReleaseRec, after="source_id")
+    OperatorRec = record_of(t.Operator)
+    DeprecationRec = record_of(t.Deprecation)
+    PythonRec = record_of(t.PythonSupport, name="PythonRec")
+    ApiOpRec = record_of(t.ApiOp)
+    AclnnCodeRec = record_of(t.AclnnCode)
+    AclnnFunctionRec = record_of(t.AclnnFunction)
+    AclnnParamRec = record_of(t.AclnnParam)
+    AclnnExceptionRec = record_of(t.AclnnException)
+    AclnnConstraintRec = record_of(t.AclnnConstraint)
+    OpAclnnRec = record_of(t.OpAclnn)
+    KernelPathRuleRec = record_of(t.KernelPathRule)
+    KernelSocCheckRec = record_of(t.KernelSocCheck)
+    WorkaroundRec = record_of(_WorkaroundRec)
+    ZooRec = record_of(t.ZooResult, name="ZooRec")
+    CaptureRuleRec = record_of(t.CaptureRule)
+    InductorRuleRec = record_of(t.InductorRule)
+    GraphPinRec = record_of(t.GraphPin)
+    # frozen in spirit: one converter row of one commit
+    GraphConverterRow = record_of(t.GraphConverter, name="GraphConverterRow")
+    GraphConverterRec = record_of(_GraphConverterGroup, drop=("line", "source_id"), after="path")
+    EngineSiteRec = record_of(t.EngineSite)
+    OpBinaryRec = record_of(t.OpBinary)
+    MessageTemplateRec = record_of(t.MessageTemplate)
+    OpAclTypeRec = record_of(t.OpAclType)
 
 
 @dataclass(frozen=True)
 class KernelFacts:
-    """What a release registers for one op; releases with equal facts group in the snapshot."""
+    """What a release registers for one op (columns of ``npukernel``); releases with equal
+    facts group in the snapshot's kernels.tsv, whose columns follow this order."""
 
     status: str = "kernel"  # kernel | tocpu | unsupported
     op_api: bool = False
@@ -83,23 +198,10 @@ class KernelRec:
     source_id: int | None = None
 
 
-@dataclass
-class DeprecationRec:
-    op: str
-    replacement: str = ""
-    source_id: int | None = None
-
-
-@dataclass
-class PythonRec:
-    torch: str
-    python: str
-    source_id: int | None = None
-
-
 @dataclass(frozen=True)
 class ApiFacts:
-    """What one doc says of one API on one product; identical facts group in the snapshot."""
+    """What one doc says of one API on one product (columns of ``api_support``); identical
+    facts group in the snapshot's api_support.tsv, whose columns follow this order."""
 
     api: str
     feature: str = ""
@@ -119,214 +221,6 @@ class ApiSupportRec:
     restriction: str = ""
     line: int = 0
     source_id: int | None = None
-
-
-@dataclass
-class ApiOpRec:
-    api: str
-    op: str
-    via: str = "rule"
-
-
-@dataclass
-class AclnnCodeRec:
-    """One return-code row of the CANN operator docs: a status an aclnn function returns and
-    what triggers it. ``function`` is empty for the shared table every function refers to.
-
-    ``triggers`` (dtype, format, shape, nullptr, product, value) and ``params`` are parsed
-    from the row's description; the description itself stays upstream, like the API docs'
-    prose (not in the snapshot: empty in a catalog built from it)."""
-
-    function: str
-    code: str  # "161002", or a family such as "561xxx"
-    name: str = ""  # ACLNN_ERR_PARAM_INVALID
-    triggers: str = ""
-    params: str = ""
-    line: int = 0
-    description: str = ""
-    source_id: int | None = None
-
-
-# --- the CANN side: aclnn functions as the operator libraries document them ------------------
-#
-# Facts that several CANN versions document identically are one row: ``canns`` lists those
-# versions and ``lines`` the row's line in each version's page, in the same order, so a
-# finding can cite the exact line of the page of the version it is about.
-
-
-@dataclass
-class AclnnFunctionRec:
-    """An aclnn function as one CANN version's docs describe it (products with √ / ×)."""
-
-    function: str
-    cann: str  # 8.5.0, 9.0.0, 9.1.0; "head" for a library documented only at a commit
-    library: str  # ops-math, ops-nn, ops-cv, ops-transformer
-    path: str  # the page, relative to the library's root
-    line: int  # the first row of the function's parameter table
-    supported: str = ""  # product aliases marked √, comma-separated
-    unsupported: str = ""  # product aliases marked ×
-    products_line: int = 0
-    source_id: int | None = None  # the library at that version
-
-
-@dataclass
-class AclnnParamRec:
-    """One parameter row of an aclnn function's table: dtypes are the union over products;
-    the per-product exceptions are :class:`AclnnExceptionRec` rows."""
-
-    function: str
-    param: str
-    direction: str = ""  # as the page writes it (输入 / 输出 / 属性 ...)
-    dtypes: str = ""  # CANN dtype tokens (FLOAT16, BFLOAT16, DOUBLE ...), comma-separated
-    formats: str = ""
-    ranks: str = ""
-    non_contiguous: bool | None = None
-    canns: str = ""
-    lines: str = ""
-
-
-@dataclass
-class AclnnExceptionRec:
-    """A per-product dtype statement: ``not`` (excluded there), ``only`` (exhaustive there),
-    ``supports`` (named for those products), ``note`` (no dtype named)."""
-
-    function: str
-    products: str
-    kind: str
-    dtypes: str = ""
-    params: str = ""  # the parameters it names; empty: the whole function
-    conditional: bool = False  # holds only in a case the text describes
-    canns: str = ""
-    lines: str = ""
-    text: str = ""  # upstream prose: in a catalog built from the mirror, not in the snapshot
-
-
-@dataclass
-class AclnnConstraintRec:
-    """A line of a page's 约束说明 (constraints), structured where it has a common form
-    (``rank_max``, ``size_max``, ``range``, ``only``; else ``text``)."""
-
-    library: str
-    path: str
-    kind: str
-    subject: str = ""
-    value: str = ""
-    products: str = ""
-    canns: str = ""
-    lines: str = ""
-    text: str = ""  # upstream prose: in a catalog built from the mirror, not in the snapshot
-
-
-@dataclass
-class OpAclnnRec:
-    """An ATen overload's op_api kernel calls ``aclnn`` in these releases (op-plugin's C++
-    sources at each release's pinned commit). ``kind``: ``exec`` (launches it), ``compat``
-    (``DO_COMPATIBILITY``: falls back to ``fallback``, an acl_op kernel, when the installed
-    CANN lacks the function), ``probe`` (branches on whether it exists)."""
-
-    op: str
-    aclnn: str
-    kind: str
-    fallback: str = ""
-    via: str = ""  # helper chain or delegated kernel ("" when the kernel calls it itself)
-    match: str = ""  # how the C++ function was matched to the overload (signature, arity, name)
-    releases: str = ""  # torch_npu releases, comma-separated
-    path: str = ""  # the source file at the newest of those releases' pins
-    line: int = 0
-    source_id: int | None = None
-
-
-@dataclass
-class KernelPathRuleRec:
-    """How torch_npu picks an op's kernel path at one release (``opcheck.scrapers.kernel_path``):
-    the jit-compile default (``EnvVariables.cpp``; ``jit_kind`` ``soc``: disabled by default
-    where ``jit_condition`` holds, ``option``: the option's default ``jit_default``; empty: no
-    jit option), whether torch_npu takes CANN's own ``ACL_OP_JIT_COMPILE`` default at init
-    (``acl_default``: ``file:line`` where it does, ``none`` when the files read show it does
-    not, empty when the file that would is not mirrored at the tag), the precision mode acl_op kernels compile with, the aclnn-only SoCs, the SoC
-    enum (``Name=value,…``) and the op_api condition of op-plugin's generated wrapper at the
-    pin. Lines are in the tag's files (``source_id``: its ``torch_npu/csrc``) and the pin's
-    ``gen.py`` (``codegen_source_id``)."""
-
-    torch_npu: str
-    tag: str = ""
-    jit_kind: str = ""
-    jit_condition: str = ""
-    jit_default: str = ""
-    jit_line: int = 0
-    acl_default: str = ""
-    precision_condition: str = ""
-    precision_true: str = ""
-    precision_false: str = ""
-    precision_line: int = 0
-    aclnn_only: str = ""
-    aclnn_only_line: int = 0
-    socs: str = ""
-    codegen_path: str = ""  # codegen/gen.py | torchnpugen/gen.py ("" when the pin is not mirrored)
-    codegen_base_format: bool = False
-    codegen_force_aclnn: bool = False
-    codegen_aclnn_only_raises: bool = False
-    codegen_internal_format_opapi: bool = False
-    codegen_line: int = 0
-    source_id: int | None = None
-    codegen_source_id: int | None = None
-
-
-@dataclass
-class KernelSocCheckRec:
-    """An op's op_api kernel hands the call to ``fallback`` (PyTorch's per-tensor
-    ``at::native::foreach_tensor_*_slow`` path, or an ``acl_op::`` kernel) on the SoCs where
-    ``when`` holds, in these releases (file and line at the newest one's pin). A ``when``
-    starting ``call:`` is a per-call condition over the call's tensor lists (mixed dtypes,
-    integer tensors: ``opcheck.scrapers.kernel_path.parse_call_checks``), not a SoC one."""
-
-    op: str
-    kernel: str
-    when: str
-    fallback: str
-    releases: str = ""
-    path: str = ""
-    line: int = 0
-    source_id: int | None = None
-
-
-@dataclass
-class WorkaroundRec:
-    id: str
-    title: str
-    kind: str
-    problem: str = ""
-    fix: str = ""
-    releases: str = "[]"
-    hardware: str = ""
-    fixed_in: str = ""
-    cann_min: str = ""
-    env: str = "{}"
-    rewrite_api: str = ""
-    sources: str = ""
-    author: str = ""
-    last_verified: str = ""
-    path: str = ""
-    ops: tuple[str, ...] = ()
-
-
-@dataclass
-class ZooRec:
-    """``opcheck zoo``: one well-known architecture on one release (``ERROR``: the trace failed,
-    ``torch_npu`` empty and ``error`` says why)."""
-
-    model: str
-    torch_npu: str
-    verdict: str
-    npu: int = 0
-    composite: int = 0
-    cpu_fallback: int = 0
-    unsupported: int = 0
-    unknown: int = 0
-    fallback_calls: int = 0
-    problem_ops: str = ""  # "op=status" worst first, comma-separated
-    error: str = ""
-    traced_with: str = ""  # torch version of the trace: op names follow it
 
 
 @dataclass
@@ -365,6 +259,8 @@ class CatalogData:
     inductor_rules: list[InductorRuleRec] = field(default_factory=list)
     # The lines of code that print log messages (issue 28), for explain.
     message_templates: list[MessageTemplateRec] = field(default_factory=list)
+    # The CANN op types each ATen overload's acl_op kernel runs (issue 38).
+    op_acl_types: list[OpAclTypeRec] = field(default_factory=list)
 
     def add_source(self, scraper: str, path: str, *, url: str = "", ref: str = "",
                    commit: str = "", sha256: str = "", rows: int = 0) -> int:
@@ -373,167 +269,6 @@ class CatalogData:
             if s.scraper == scraper and s.path == path:
                 return s.id
         sid = len(self.sources) + 1
-        self.sources.append(SourceRec(sid, scraper, path, url=url, ref=ref, commit=commit,
-                                      sha256=sha256, rows=rows))
+        self.sources.append(SourceRec(id=sid, scraper=scraper, path=path, url=url, ref=ref,
+                                      commit=commit, sha256=sha256, rows=rows))
         return sid
-
-
-# --- ACL graph capture: torch_npu's capture rules (opcheck.scrapers.capture_rules) -----------
-
-
-@dataclass
-class CaptureRuleRec:
-    """One capture rule torch_npu's sources state (``kind``: aclop, generator, rng_graph_safe,
-    capture_begin, sync_point, task_update), grouped across the tags that state it alike:
-    ``tags``, ``lines`` and ``sources`` are comma lists in step (the line in ``path`` at each
-    tag, and the source row of that tag's file)."""
-
-    kind: str
-    subject: str
-    message: str = ""
-    path: str = ""  # relative to the tag's root
-    tags: str = ""
-    lines: str = ""
-    sources: str = ""
-
-
-@dataclass
-class InductorRuleRec:
-    """One entry of torch_npu's inductor backend (``opcheck.scrapers.inductor``: ``kind``
-    backend, generate, generate_prefix, fallback), grouped across the tags that list it
-    alike (``tags``, ``lines``, ``sources`` in step, as :class:`CaptureRuleRec`)."""
-
-    kind: str
-    name: str
-    path: str = ""  # relative to the tag's root
-    tags: str = ""
-    lines: str = ""
-    sources: str = ""
-
-
-# --- graph mode: torchair's converters (opcheck.scrapers.torchair) ----------------------------
-
-
-@dataclass
-class GraphPinRec:
-    """The torchair commit a torch_npu release pins (its tag's submodule entry) and whether
-    its converters were read: ``read``, ``not_mirrored`` (pin known, converters not
-    available), ``failed`` (they did not parse) or ``no_pin`` (the release has no known pin);
-    all but ``read`` mean graph status unknown."""
-
-    torch_npu: str
-    tag: str = ""
-    torchair: str = ""  # the pinned commit
-    state: str = "no_pin"
-    converters_source_id: int | None = None  # the commit's ge_converter folder, when read
-    source_id: int | None = None  # the pins file
-
-
-@dataclass(frozen=True)
-class GraphConverterRow:
-    """One overload's converter at one torchair commit (a catalog row; see
-    :class:`GraphConverterRec` for the snapshot's grouped form)."""
-
-    op: str
-    status: str  # converted | raises | conditional
-    message: str = ""
-    condition: str = ""
-    dtypes: str = ""
-    min_torch: str = ""
-    path: str = ""
-    line: int = 0
-    source_id: int | None = None  # the commit's ge_converter folder
-    rebound: str = ""  # arguments the condition reads that the converter reassigns first
-
-
-@dataclass
-class GraphConverterRec:
-    """How torchair converts one overload to GE nodes, for every torchair commit that has
-    exactly these facts: ``sources`` lists the commits' converter-folder source ids and
-    ``lines`` the line in each (same order). ``path`` is relative to ``ge_converter/``;
-    ``line`` points at the raise (raises / conditional) or at the ``def``."""
-
-    op: str
-    status: str
-    message: str = ""
-    condition: str = ""
-    dtypes: str = ""  # dtypes the @declare_supported samples name
-    min_torch: str = ""  # registered only on torch >= this
-    path: str = ""
-    sources: str = ""
-    lines: str = ""
-    rebound: str = ""  # conditional: arguments the condition reads that are reassigned first
-
-    def rows(self) -> list[GraphConverterRow]:
-        return [GraphConverterRow(self.op, self.status, self.message, self.condition,
-                                  self.dtypes, self.min_torch, self.path, int(line), int(sid),
-                                  self.rebound)
-                for sid, line in zip(self.sources.split(","), self.lines.split(","),
-                                     strict=True) if sid]
-
-
-# --- how a call runs inside CANN: engines and binaries (opcheck.scrapers.cann_engine, cann_binaries)
-
-
-@dataclass
-class EngineSiteRec:
-    """An aclnn function of one CANN version reaches a launch of ``op_type`` on ``engine``
-    (``aicore`` / ``aicpu`` / ``dsa``) when ``condition`` holds: a routing formula as JSON
-    (:mod:`opcheck.scrapers.cann_engine`) over the SoC, argument dtypes and the conditions
-    kept as text, each with its file:line. Paths are relative to the library at that tag."""
-
-    aclnn: str
-    cann: str
-    library: str
-    op_type: str
-    engine: str
-    condition: str = "{\"p\":[],\"t\":[],\"f\":true}"  # always
-    launch: str = ""  # path:line of the ADD_TO_LAUNCHER_LIST_* call
-    entry: str = ""  # path:line of the aclnn entry
-    source_id: int | None = None  # the library at that version
-
-
-@dataclass
-class OpBinaryRec:
-    """What one CANN version's open operator library ships for an op type on one SoC:
-    ``binaries`` compiled kernels (``op_host/config/<soc>/*_binary.json``, first-input dtypes
-    in ``dtypes``) and whether its OpDef configures an AI Core kernel there (``configured``)."""
-
-    op_type: str
-    cann: str
-    library: str
-    soc: str
-    binaries: int = 0
-    dtypes: str = ""
-    configured: bool = False
-    path: str = ""  # the binary list, else the OpDef file (library-relative)
-    source_id: int | None = None
-
-
-@dataclass
-class MessageTemplateRec:
-    """A message site (:mod:`opcheck.scrapers.messages`) of CANN's op_api sources
-    (``kind`` ``cann``), op-plugin's kernels and utils (``op_plugin``) and codegen
-    (``codegen``), or torch_npu's csrc (``torch_npu``): the template, what guards it, the
-    dtype lists it refers to; one row per distinct template, path and function across versions
-    (``versions``: the versions it appears in, ``newest``: the one ``path``/``line`` and the
-    source are read at). ``anchor``: the literal word an index keys it on (its rarest);
-    ``literal``: how many literal characters it has (a match's specificity)."""
-
-    template: str
-    kind: str
-    library: str
-    macro: str
-    level: str
-    function: str = ""
-    entry: str = ""  # aclnn functions the file defines
-    condition: str = ""
-    lists: str = ""
-    code: str = ""
-    anchor: str = ""
-    literal: int = 0
-    path: str = ""  # relative to the library at ``newest``
-    line: int = 0
-    versions: str = ""
-    newest: str = ""
-    source_id: int | None = None

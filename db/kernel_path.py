@@ -29,7 +29,7 @@ def rules(engine: Engine) -> dict[str, KernelPathRuleRec]:
     cols = [f.name for f in fields(KernelPathRuleRec)]
     with engine.connect() as conn:
         rows = conn.execute(text(f"SELECT {', '.join(cols)} FROM kernel_path_rule")).all()
-    return {r[0]: KernelPathRuleRec(*r) for r in rows}
+    return {r[0]: KernelPathRuleRec(**dict(zip(cols, r, strict=True))) for r in rows}
 
 
 def soc_checks(engine: Engine, ops: Iterable[str]) -> dict[str, list[KernelSocCheckRec]]:
@@ -47,7 +47,7 @@ def soc_checks(engine: Engine, ops: Iterable[str]) -> dict[str, list[KernelSocCh
             for r in conn.execute(text(
                     f"SELECT {select} FROM kernel_soc_check WHERE op IN ({marks})"),
                     {f"o{j}": op for j, op in enumerate(chunk)}):
-                out[r[0]].append(KernelSocCheckRec(*r))
+                out[r[0]].append(KernelSocCheckRec(**dict(zip(cols, r, strict=True))))
     return out
 
 
@@ -56,10 +56,11 @@ def soc_checks_all(engine: Engine) -> dict[str, list[KernelSocCheckRec]]:
     out: dict[str, list[KernelSocCheckRec]] = defaultdict(list)
     if not has_kernel_path(engine):
         return out
-    cols = ", ".join(f'"{f.name}"' for f in fields(KernelSocCheckRec))
+    cols = [f.name for f in fields(KernelSocCheckRec)]
+    select = ", ".join(f'"{c}"' for c in cols)
     with engine.connect() as conn:
-        for r in conn.execute(text(f"SELECT {cols} FROM kernel_soc_check")):
-            out[r[0]].append(KernelSocCheckRec(*r))
+        for r in conn.execute(text(f"SELECT {select} FROM kernel_soc_check")):
+            out[r[0]].append(KernelSocCheckRec(**dict(zip(cols, r, strict=True))))
     return out
 
 

@@ -1,16 +1,15 @@
 """What each catalog table is filled from, and the snapshot's plain files.
 
 The tables themselves are the SQLModel classes of ``opcheck.db.tables`` (columns, types, keys,
-indexes, references). A :class:`Table` ties one of them to the records a sync collects
-(``opcheck.db.data``): which list of ``CatalogData`` fills it and, for a record that groups its
-facts in a nested object (``KernelRec.facts``), where a column's value is found. The DDL
-(:func:`create_statements`) and the insert statement and rows the builder runs
-(:func:`insert_statement`, :func:`insert_rows`) follow from the classes. A snapshot's plain
-file (:data:`FILES`) has a column per field of its record, and ``tests/db/test_schema.py``
-holds every record's fields equal to its table's columns (names, types, nullability; the
-fields that are deliberately no column are listed there). So a new column is a field of the
-table class and of its record, and a new table is one class, its record and one entry in
-``TABLES`` (and in ``FILES`` for its snapshot file).
+indexes, references), and the records a sync collects (``opcheck.db.data``) are derived from
+them. A :class:`Table` ties one class to its records: which list of ``CatalogData`` fills it
+and, for a record that groups its facts in a nested object (``KernelRec.facts``), where a
+column's value is found. The DDL (:func:`create_statements`) and the insert statement and rows
+the builder runs (:func:`insert_statement`, :func:`insert_rows`) follow from the classes. A
+snapshot's plain file (:data:`FILES`) has a column per field of its record. So a new column is
+a field of the table class, and a new table is one class, its record line in ``db/data.py``,
+its list in ``CatalogData`` and one entry in ``TABLES`` (and in ``FILES`` for its snapshot
+file).
 """
 
 from __future__ import annotations
@@ -48,12 +47,14 @@ from opcheck.db.data import (
     KernelSocCheckRec,
     MessageTemplateRec,
     OpAclnnRec,
+    OpAclTypeRec,
     OpBinaryRec,
     OperatorRec,
     PythonRec,
     ReleaseRec,
     SourceRec,
     ZooRec,
+    column_type,
 )
 from opcheck.db.layout import LAYOUT_VERSION, SCHEMA_VERSION
 from opcheck.db.tables import METADATA, CatalogTable
@@ -88,29 +89,19 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def column_of(record: type, path: str) -> Column:
-    """The column for one attribute path of a record (``facts.status`` follows ``facts``)."""
+    """The column for one attribute path of a record (``facts.status`` follows ``facts``);
+    its name is the table's (``schema`` for ``OperatorRec.schema_``)."""
     cls: Any = record
-    *outer, name = path.split(".")
+    *outer, attr = path.split(".")
     for part in outer:
         cls = _hints(cls)[part]
-    kind, nullable = _scalar(_hints(cls)[name])
-    return Column(name, kind, nullable, path)
+    kind, nullable = _scalar(_hints(cls)[attr])
+    return Column(getattr(cls, "column_names", {}).get(attr, attr), kind, nullable, path)
 
 
 def record_fields(record: type, skip: Iterable[str] = ()) -> tuple[str, ...]:
     left_out = set(skip)
     return tuple(f.name for f in fields(record) if f.name not in left_out)
-
-
-def _python_type(col: sa.Column[Any]) -> type:
-    """str, int or bool (a vocabulary word is stored as its str)."""
-    sql_type = col.type
-    if isinstance(sql_type, sa.types.TypeDecorator):  # SQLModel's AutoString, a WordType
-        sql_type = sql_type.impl_instance
-    kind: type = sql_type.python_type
-    if kind not in _SCALARS:
-        raise TypeError(f"no scalar type for column {col.name} ({col.type!r})")
-    return kind
 
 
 @dataclass(frozen=True)
@@ -143,15 +134,17 @@ class Table:
 
     @property
     def columns(self) -> tuple[Column, ...]:
-        """The columns filled from the records, in table order (a surrogate key excluded)."""
+        """The columns filled from the records, in table order (a surrogate key excluded);
+        ``path`` is the attribute (``schema_`` for the column ``schema``)."""
+        attrs = {p.columns[0].name: p.key for p in sa.inspect(self.model).column_attrs}
         out = []
         for col in self.sql.columns:
             if self.surrogate and col.name == self.key:
                 continue
-            path = col.name
+            path = attrs[col.name]
             if self.nested is not None and col.name in record_fields(self.nested[1]):
                 path = f"{self.nested[0]}.{col.name}"
-            out.append(Column(col.name, _python_type(col), bool(col.nullable), path))
+            out.append(Column(col.name, column_type(col), bool(col.nullable), path))
         return tuple(out)
 
 
@@ -198,6 +191,7 @@ TABLES: tuple[Table, ...] = (
     Table(t.OpBinary, lambda d: d.op_binaries),
     Table(t.CaptureRule, lambda d: d.capture_rules),
     Table(t.InductorRule, lambda d: d.inductor_rules),
+    Table(t.OpAclType, lambda d: d.op_acl_types),
     Table(t.MessageTemplate, lambda d: d.message_templates),
 )
 
@@ -252,11 +246,11 @@ class File:
 
     @property
     def header(self) -> list[str]:
-        return list(record_fields(self.record, self.skip))
+        return [c.name for c in self.columns]
 
     @property
     def columns(self) -> tuple[Column, ...]:
-        return tuple(column_of(self.record, n) for n in self.header)
+        return tuple(column_of(self.record, n) for n in record_fields(self.record, self.skip))
 
 
 # The grouped files (kernels.tsv, api_support.tsv) and meta.tsv are in ``opcheck.db.snapshot``:
@@ -296,4 +290,6 @@ FILES: tuple[File, ...] = (
     File("inductor_rules.tsv", InductorRuleRec, "inductor_rules", optional=True),
     # optional: a snapshot written before the message index still reads (explain unindexed)
     File("message_templates.tsv", MessageTemplateRec, "message_templates", optional=True),
+    # optional: a snapshot written before the acl_op op types still reads (op types unknown)
+    File("op_acl_types.tsv", OpAclTypeRec, "op_acl_types", optional=True),
 )

@@ -87,10 +87,10 @@ def _write(folder: Path, name: str, header: list[str], rows: list[list[Any]]) ->
 
 
 def _write_file(folder: Path, spec: File, records: Sequence[Any]) -> None:
-    header = spec.header
+    attrs = [c.path for c in spec.columns]
     if spec.keep is not None:
         records = [r for r in records if spec.keep(r)]
-    _write(folder, spec.name, header, [[getattr(r, c) for c in header] for r in records])
+    _write(folder, spec.name, spec.header, [[getattr(r, a) for a in attrs] for r in records])
 
 
 def write_snapshot(data: CatalogData, folder: Path) -> None:
@@ -156,7 +156,7 @@ def _read(folder: Path, name: str, header: list[str]) -> list[list[str]]:
 
 
 def _read_file(folder: Path, spec: File) -> list[Any]:
-    names = [c.name for c in spec.columns]
+    names = [c.path for c in spec.columns]
     parsers = [_value(c) for c in spec.columns]
     return [
         spec.record(**dict(zip(names, [p(v) for p, v in zip(parsers, r, strict=True)],

@@ -60,7 +60,7 @@ class CaptureRules:
                 for r in rows:
                     groups[(r.kind, r.subject, r.message, rel)].append((tag, r.line, sid))
         ctx.data.capture_rules = [
-            CaptureRuleRec(kind, subject, message, path,
+            CaptureRuleRec(kind=kind, subject=subject, message=message, path=path,
                            tags=",".join(t for t, _, _ in at),
                            lines=",".join(str(n) for _, n, _ in at),
                            sources=",".join(str(s) for _, _, s in at))

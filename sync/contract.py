@@ -151,13 +151,16 @@ class AclnnDocs:
         data = ctx.data
         data.aclnn_functions = sorted(functions, key=lambda f: (f.function, cann_order(f.cann)))
         data.aclnn_params = [
-            AclnnParamRec(fn, param, direction, dtypes, formats, ranks, nc, c, ln)
+            AclnnParamRec(function=fn, param=param, direction=direction, dtypes=dtypes,
+                          formats=formats, ranks=ranks, non_contiguous=nc, canns=c, lines=ln)
             for (fn, param, direction, dtypes, formats, ranks, nc), c, ln in params.items()]
         data.aclnn_exceptions = [
-            AclnnExceptionRec(fn, products, kind, dtypes, names, cond, c, ln, text)
+            AclnnExceptionRec(function=fn, products=products, kind=kind, dtypes=dtypes,
+                              params=names, conditional=cond, canns=c, lines=ln, text=text)
             for (fn, products, kind, dtypes, names, cond, text), c, ln in exceptions.items()]
         data.aclnn_constraints = [
-            AclnnConstraintRec(lib, path, kind, subject, value, products, c, ln, text)
+            AclnnConstraintRec(library=lib, path=path, kind=kind, subject=subject, value=value,
+                               products=products, canns=c, lines=ln, text=text)
             for (lib, path, kind, subject, value, products, text), c, ln in constraints.items()]
         why = ", ".join(f"{n} {r}" for r, n in skipped.most_common())
         ctx.notes.append(f"aclnn docs: {parsed} pages parsed, {sum(skipped.values())} skipped "
@@ -173,8 +176,10 @@ def _functions(page: AclnnPage, library: str, version: str, path: str, sid: int,
     out = []
     for fn in (f for f in page.functions if f in wanted):
         first = min((p.line for p in page.params if p.function == fn), default=0)
-        out.append(AclnnFunctionRec(fn, version, library, path, first, _csv(supported),
-                                    _csv(dict.fromkeys(unsupported)), products_line, sid))
+        out.append(AclnnFunctionRec(
+            function=fn, cann=version, library=library, path=path, line=first,
+            supported=_csv(supported), unsupported=_csv(dict.fromkeys(unsupported)),
+            products_line=products_line, source_id=sid))
     return out
 
 
@@ -229,7 +234,8 @@ class OpApiSources:
                         at[key] = (r.path.rsplit("/", 1)[-1], r.line,
                                    yaml_sid if r.match == "gen_opapi" else sid, rkey)
         ctx.data.op_aclnn = sorted(
-            (OpAclnnRec(*key, releases=_csv(sorted(rels, key=order.__getitem__)), path=at[key][0],
+            (OpAclnnRec(op=key[0], aclnn=key[1], kind=key[2], fallback=key[3], via=key[4],
+                        match=key[5], releases=_csv(sorted(rels, key=order.__getitem__)), path=at[key][0],
                         line=at[key][1], source_id=at[key][2])
              for key, rels in grouped.items()),
             key=lambda r: (r.op, r.aclnn, r.kind, r.via, r.fallback),

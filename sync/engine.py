@@ -81,8 +81,10 @@ class CannEngine:
                 ctx.failures.append(str(exc))
                 continue
             sid = _source(ctx, self.name, repo, ref, root, len(sites))
-            rows += [EngineSiteRec(s.aclnn, version, repo, s.op_type, s.engine,
-                                   cann_engine.formula_dumps(s.condition), s.launch, s.entry, sid)
+            rows += [EngineSiteRec(aclnn=s.aclnn, cann=version, library=repo, op_type=s.op_type,
+                                   engine=s.engine,
+                                   condition=cann_engine.formula_dumps(s.condition),
+                                   launch=s.launch, entry=s.entry, source_id=sid)
                      for s in sites]
         ctx.data.engine_sites = sorted(rows, key=lambda r: (r.aclnn, r.cann, r.launch,
                                                             r.condition))
@@ -116,7 +118,7 @@ class CannBinaries:
                 for path in lists:
                     b = ctx.parsed(ctx.text(path), cann_binaries.parse_binary_list)
                     rec = got.setdefault((b.op_type, b.soc), OpBinaryRec(
-                        b.op_type, version, repo, b.soc, path=path[len(root) + 1:],
+                        op_type=b.op_type, cann=version, library=repo, soc=b.soc, path=path[len(root) + 1:],
                         source_id=sid))
                     rec.binaries += b.binaries
                     rec.dtypes = ",".join(dict.fromkeys([*filter(None, rec.dtypes.split(",")),
@@ -125,7 +127,7 @@ class CannBinaries:
                     for d in ctx.parsed(ctx.text(path), cann_binaries.parse_opdef):
                         for soc in d.socs:
                             rec = got.setdefault((d.op_type, soc), OpBinaryRec(
-                                d.op_type, version, repo, soc,
+                                op_type=d.op_type, cann=version, library=repo, soc=soc,
                                 path=f"{path[len(root) + 1:]}:{d.line}", source_id=sid))
                             rec.configured = True
             except OpcheckError as exc:

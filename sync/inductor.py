@@ -54,7 +54,7 @@ class InductorLowerings:
             ctx.notes.append(f"inductor: no {PYTORCH}/<tag>/{LISTS} in the source: torch.compile's "
                              "default (inductor) backend on the NPU is unknown for every release")
         ctx.data.inductor_rules = [
-            InductorRuleRec(kind, name, path, tags=",".join(t for t, _, _ in at),
+            InductorRuleRec(kind=kind, name=name, path=path, tags=",".join(t for t, _, _ in at),
                             lines=",".join(str(n) for _, n, _ in at),
                             sources=",".join(str(s) for _, _, s in at))
             for (kind, name, path), at in sorted(groups.items())

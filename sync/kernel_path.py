@@ -85,7 +85,7 @@ class KernelPathRules:
         jit = ctx.parsed(env, kp.parse_jit_rule)
         if jit is None:
             return None
-        rec = KernelPathRuleRec(rel.torch_npu, tag=rel.tag, jit_kind=jit.kind,
+        rec = KernelPathRuleRec(torch_npu=rel.torch_npu, tag=rel.tag, jit_kind=jit.kind,
                                 jit_condition=jit.condition, jit_default=jit.default,
                                 jit_line=jit.line, source_id=sid)
         read_by: list[str] = []  # where torch_npu takes CANN's jit default, "" where not
@@ -167,7 +167,8 @@ class KernelPathRules:
                         if key not in at or rkey > at[key][3]:
                             at[key] = (fname, c.line, sid, rkey)
         return sorted(
-            (KernelSocCheckRec(*key, releases=",".join(sorted(rels, key=release_key)),
+            (KernelSocCheckRec(op=key[0], kernel=key[1], when=key[2], fallback=key[3],
+                               releases=",".join(sorted(rels, key=release_key)),
                                path=at[key][0], line=at[key][1], source_id=at[key][2])
              for key, rels in grouped.items()),
             key=lambda r: (r.op, r.kernel, r.when, r.fallback))

@@ -135,9 +135,10 @@ class MessageSites:
         g = groups.get(key)
         if g is None:
             rec = MessageTemplateRec(
-                _CLEAN.sub(" ", s.template), kind, library, s.macro, s.level,
-                s.function, ",".join(aclnn[:3]), _CLEAN.sub(" ", s.condition),
-                _CLEAN.sub(" ", s.lists), s.code, literal=ms.literal_chars(s.template),
+                template=_CLEAN.sub(" ", s.template), kind=kind, library=library,
+                macro=s.macro, level=s.level, function=s.function, entry=",".join(aclnn[:3]),
+                condition=_CLEAN.sub(" ", s.condition), lists=_CLEAN.sub(" ", s.lists),
+                code=s.code, literal=ms.literal_chars(s.template),
                 path=rel, line=s.line, source_id=sid)
             g = groups[key] = _Group(rec)
         if version not in g.versions:

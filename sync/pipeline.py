@@ -18,7 +18,9 @@ from opcheck.core.errors import UsageError
 from opcheck.core.versions import release_key
 from opcheck.db.data import CatalogData
 from opcheck.sync.context import Progress, SyncContext, default_workers
-from opcheck.sync.sources import HttpSource, MirrorSource, PipWheelSource, SavingSource, Source
+from opcheck.sync.http_source import HttpSource
+from opcheck.sync.pip_source import PipWheelSource
+from opcheck.sync.sources import MirrorSource, SavingSource, Source
 from opcheck.sync.universe import Universe, installed_universe
 from opcheck.sync.upstreams import UPSTREAMS, Upstream, load_matrix
 

@@ -80,8 +80,8 @@ def group_converters(by_commit: dict[int, list[tuple[str, torchair.ConverterRow]
                    ",".join(r.rebound))
             groups[key].append((sid, r.line))
     return [
-        GraphConverterRec(op, status, message, condition, dtypes, min_torch, path,
-                          sources=",".join(str(s) for s, _ in at),
+        GraphConverterRec(op=op, status=status, message=message, condition=condition,
+                          dtypes=dtypes, min_torch=min_torch, path=path, sources=",".join(str(s) for s, _ in at),
                           lines=",".join(str(n) for _, n in at), rebound=rebound)
         for (op, status, message, condition, dtypes, min_torch, path, rebound), at
         in sorted(groups.items())
@@ -124,8 +124,8 @@ class TorchairConverters:
         by_commit: dict[int, list[tuple[str, torchair.ConverterRow]]] = {}
         for rel in ctx.data.releases:
             commit = by_tag.get(rel.tag, "") if rel.tag else ""
-            pin = GraphPinRec(rel.torch_npu, rel.tag, commit, "no_pin", None,
-                              pins_sid if commit else None)
+            pin = GraphPinRec(torch_npu=rel.torch_npu, tag=rel.tag, torchair=commit,
+                              state="no_pin", source_id=pins_sid if commit else None)
             if commit and commit not in mirrored:
                 pin.state = "not_mirrored"
             elif commit:

@@ -4,13 +4,13 @@ and ATen ops. :class:`CatalogFacts` and :class:`MessageFacts` are the protocols 
 take (tests hand in fakes); :func:`catalog_facts` reads them from a catalog.
 
 An op type's facts are gathered in :meth:`_SqlFacts.op_type` (aclnn launches and binary lists
-today): an enrichment keyed on op type (e.g. op-plugin's acl_op kernels: op type → ATen ops)
-joins there, into :class:`OpTypeFacts`.
+and op-plugin's acl_op kernels at the target release: op type → ATen ops), into
+:class:`OpTypeFacts`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from opcheck.contrib.explain.templates import MessageIndex
@@ -42,6 +42,7 @@ class CatalogFacts(Protocol):
 @dataclass
 class _SqlFacts:
     cat: Catalog
+    release: str | None = None  # the target torch_npu release (acl_op kernels are per pin)
 
     def aclnn_ops(self, function: str) -> list[str]:
         from opcheck.db import messages
@@ -93,11 +94,22 @@ class _SqlFacts:
         url = next((f"{b.base_url}{b.path}" for b in bins if b.base_url and b.path), "")
         return OpTypeFacts(op_type, {e: sorted(f) for e, f in engines.items()},
                            {s: sorted(v) for s, v in socs.items()}, ops,
-                           sorted({b.cann for b in bins}), url)
+                           sorted({b.cann for b in bins}), url, acl_op=self._acl_op(op_type))
+
+    def _acl_op(self, op_type: str) -> AclOpUsers | None:
+        """The ATen ops whose acl_op kernels run the op type in the target release."""
+        from opcheck.checker.aclop import acl_op_users
+
+        got = acl_op_users(self.cat, op_type, self.release)
+        if got is None:
+            return None
+        return AclOpUsers(got.release, list(got.ops), list(got.through), list(got.aicpu),
+                          [at for at, _ in got.sites], next((u for _, u in got.sites if u), ""),
+                          list(got.aicpu_sites))
 
 
-def catalog_facts(cat: Catalog) -> _SqlFacts:
-    return _SqlFacts(cat)
+def catalog_facts(cat: Catalog, release: str | None = None) -> _SqlFacts:
+    return _SqlFacts(cat, release)
 
 
 def message_index(cat: Catalog) -> MessageIndex | None:
@@ -121,6 +133,24 @@ class MessageFacts(Protocol):
 
 
 @dataclass
+class AclOpUsers:
+    """The ATen ops whose acl_op kernels (op-plugin's ``OpCommand``) run an op type."""
+
+    release: str  # the torch_npu release whose op-plugin pin was read
+    ops: list[str]  # their kernels run it (themselves or through helpers / acl_op kernels)
+    through: list[str]  # through an ATen call their kernels make
+    aicpu: list[str]  # the command pins it to the AI CPU (_exclude_engines)
+    sites: list[str]  # path:line of the commands (under op_plugin/)
+    url: str = ""
+    aicpu_sites: list[str] = field(default_factory=list)  # the commands pinned to the AI CPU
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"release": self.release, "ops": self.ops, "through": self.through,
+                "aicpu": self.aicpu, "sites": self.sites, "url": self.url,
+                "aicpu_sites": self.aicpu_sites}
+
+
+@dataclass
 class OpTypeFacts:
     """A CANN op type a log names (a kernel, a missing binary, a rejected opType)."""
 
@@ -130,6 +160,7 @@ class OpTypeFacts:
     ops: list[str]  # ATen ops reaching it (through those aclnn functions)
     canns: list[str]  # CANN versions whose open libraries list binaries for it
     url: str = ""
+    acl_op: AclOpUsers | None = None  # the ATen ops whose acl_op kernels run it
 
     @property
     def known(self) -> bool:
@@ -137,4 +168,5 @@ class OpTypeFacts:
 
     def as_dict(self) -> dict[str, Any]:
         return {"op_type": self.op_type, "engines": self.engines, "socs": self.socs,
-                "ops": self.ops, "canns": self.canns, "url": self.url}
+                "ops": self.ops, "canns": self.canns, "url": self.url,
+                **({"acl_op": self.acl_op.as_dict()} if self.acl_op else {})}

@@ -62,6 +62,8 @@ DTYPE_NAMES = {
 }  # fmt: skip
 
 
+# torch_npu refusing an acl_op kernel during graph capture names the op type it was running
+ACLOP_WORKING = re.compile(r"Current working aclop is (?P<op>[A-Za-z_]\w{0,120})")
 ACLNN_CALL = re.compile(
     r"call (?P<fn>aclnn[A-Z][A-Za-z0-9_]{0,120}) failed(?:, error code is (?P<code>\d{1,10}))?")
 OPS_ERROR = re.compile(
@@ -207,6 +209,9 @@ def parse_record(text: str, line: int) -> list[Finding]:
         if km:
             kernel = km["kernel"] or km["kernel2"] or km["kernel3"] or ""
             add("kernel", kernel=kernel, code=km["code"] or "")
+    if "working aclop is" in text:
+        for m in ACLOP_WORKING.finditer(text):
+            add("kernel", kernel=m["op"])
     if "does not has any binary" in text:
         for m in NO_BINARY.finditer(text):
             add("no_kernel", kernel=m["op"], message="no binary")

@@ -190,6 +190,7 @@ def _site(con: Console, site: SiteExplanation) -> None:
 
 
 def _op_type(con: Console, o: OpTypeFacts) -> None:
+    _acl_op(con, o)
     if not o.known:
         con.print(f"  op type {escape(o.op_type)}: not in CANN's open operator libraries the "
                   "catalog has (a closed built-in op: engine and binaries unknown)")
@@ -212,3 +213,23 @@ def _op_type(con: Console, o: OpTypeFacts) -> None:
                   + (f" (+{len(o.ops) - 12})" if len(o.ops) > 12 else ""))
     if o.url:
         con.print(f"    {o.url}")
+
+
+def _acl_op(con: Console, o: OpTypeFacts) -> None:
+    """The ATen ops whose acl_op kernels run the op type (op-plugin's OpCommand)."""
+    a = o.acl_op
+    if a is None:
+        return
+
+    def names(ops: list[str], limit: int = 12) -> str:
+        shown = ", ".join(x.removeprefix("aten::") for x in ops[:limit])
+        return shown + (f" (+{len(ops) - limit})" if len(ops) > limit else "")
+
+    con.print(f"  op type {escape(o.op_type)} on the acl_op path (torch_npu {escape(a.release)}): "
+              f"the acl_op kernels of {escape(names(a.ops) or 'no op directly')}"
+              + (f"; through an ATen call they make: {escape(names(a.through, 8))}"
+                 if a.through else ""))
+    if a.aicpu:
+        con.print(f"    pinned to the AI CPU (_exclude_engines) in: {escape(names(a.aicpu))}")
+    if a.sites:
+        con.print(f"    {escape(', '.join(a.sites[:3]))}" + (f"  {escape(a.url)}" if a.url else ""))

@@ -67,7 +67,7 @@ def report_log(result: ExplainResult, cat: Catalog, *, torch_npu: str | None = N
 
     target = select_target(cat, torch_npu=torch_npu, installed_torch=installed_torch)
     workaround_ops = {w.id: set(w.ops) for w in wa.load_dir()}
-    facts = catalog_facts(cat)
+    facts = catalog_facts(cat, target.torch_npu)
     from opcheck.db.messages import has_messages
 
     problems = diagnose(result, facts=facts, workaround_ops=workaround_ops,

@@ -226,6 +226,9 @@ def explain_sites(p: Problem, facts: MessageFacts) -> None:
                  + (f"; {where}" if where else ""))
         if c not in p.changes:
             p.changes.append(c)
+    for c in _acl_op_changes(p):
+        if c not in p.changes:
+            p.changes.append(c)
     has_message = any(f.kind == "message" for f in p.findings)
     texts = [m for m in p.messages] + [f.message for f in p.findings
                                        if f.kind == "exception" and f.message]
@@ -233,3 +236,30 @@ def explain_sites(p: Problem, facts: MessageFacts) -> None:
         p.notes.append(f"message not in the index (parsed: {texts[0][:160]!r}): no line of code "
                        "in CANN's op_api, op-plugin or torch_npu sources the catalog has prints "
                        "it, so nothing here says why")
+
+
+def _acl_op_changes(p: Problem) -> list[str]:
+    """What to change when the failing op type runs on the acl_op path: under graph capture,
+    the call must leave the capture or take the aclnn path; an AI CPU exception names the
+    kernels that put the op type on the AI CPU."""
+    capture = any("Cannot run aclop operators" in f.text for f in p.findings)
+    aicpu = any(f.kind == "device_exception" and f.op == "aicpu" for f in p.findings)
+    out: list[str] = []
+    for o in p.op_types:
+        a = o.acl_op
+        if a is None or not (capture or aicpu):
+            continue
+        ops = ", ".join(x.removeprefix("aten::") for x in (a.ops or a.through)[:8])
+        yours = f" (your call: {p.where})" if p.where else ""
+        if capture:
+            out.append(f"the call running {o.op_type} is one of {ops}{yours} on its acl_op "
+                       f"kernel (torch_npu {a.release}): keep it out of the captured region, or "
+                       "let it take the aclnn path: jit compile off (torch.npu.set_compile_mode("
+                       "jit_compile=False); the default only from Ascend910B1 on) and no internal "
+                       "formats (torch.npu.config.allow_internal_format = False)")
+        elif a.aicpu:
+            pinned = ", ".join(x.removeprefix("aten::") for x in a.aicpu[:6])
+            out.append(f"{o.op_type} ran on the AI CPU: the acl_op kernels of {pinned} pin it "
+                       f"there ({', '.join(a.aicpu_sites[:2])}){yours}; on the aclnn path (jit compile "
+                       "off) CANN routes it itself")
+    return out

@@ -18,9 +18,9 @@ from opcheck.db.snapshot import read_snapshot, write_snapshot
 from opcheck.scrapers import opplugin, wheel
 from opcheck.scrapers.pytorch import parse_native_functions
 from opcheck.scrapers.rows import Origin
+from opcheck.sync.kernels import _facts
 from opcheck.sync.pipeline import Universe, collect
 from opcheck.sync.sources import MirrorSource
-from opcheck.sync.upstreams import _facts
 
 OP_PLUGIN = "github/Ascend/op-plugin"
 

@@ -382,7 +382,15 @@ def test_every_op_named_is_in_the_log_or_linked_from_it(
              for m in logs.KERNEL_NAME.finditer(text)}
     types |= {m["op"] for rx in (logs.NO_BINARY, logs.SOC_OPTYPE) for m in rx.finditer(text)}
     types |= set(re.findall(r"\bOptype \[(\w+)\]", text))  # EZ3002: a kernel rejecting a dtype
-    linked |= {op for t in types for op in cf.op_type(t).ops}
+    types |= {m["op"] for m in logs.ACLOP_WORKING.finditer(text)}  # refused under capture
+    types |= {sites.op_type_of((m["op"] or m["op2"] or "").strip(" ,").removeprefix("trans_"))
+              for m in logs.COMPILE_FAILED.finditer(text)}  # a TBE compile failure's op
+    types |= {m["op"] for m in logs.OPTYPE_NAMED.finditer(text)}  # "optype: [X]"
+    for t in types:
+        o = cf.op_type(t)
+        linked |= set(o.ops)
+        if o.acl_op is not None:  # the ops whose acl_op kernels run it
+            linked |= {*o.acl_op.ops, *o.acl_op.through, *o.acl_op.aicpu}
     for fmt in ("json", "table"):
         r = cli("explain", str(log), "--catalog", str(bundled_catalog), "--format", fmt)
         assert r.exit_code == 0, r.output

@@ -34,6 +34,7 @@ from opcheck.db.data import (
     KernelSocCheckRec,
     MessageTemplateRec,
     OpAclnnRec,
+    OpAclTypeRec,
     OpBinaryRec,
     WorkaroundRec,
     ZooRec,
@@ -117,6 +118,9 @@ def _full() -> CatalogData:
     full.message_templates = [MessageTemplateRec("self not implemented for %s", "cann",
                                                  "ops-math", "OP_CHECK_DTYPE_NOT_SUPPORT",
                                                  "error", anchor="implemented")]
+    full.op_acl_types = [OpAclTypeRec(op="aten::fill_.Scalar", op_type="Fill", via="fill_out_nocheck",
+                                      releases="2.1.0.post17", path="ops/aclops/Fill.cpp",
+                                      line=26)]
     return full
 
 
@@ -138,11 +142,42 @@ def test_records_carry_the_columns_of_their_tables() -> None:
         record = type(records[0])
         for c in t.columns:
             got = column_of(record, c.path)
-            assert (got.type, got.nullable) == (c.type, c.nullable), (t.name, c.name)
+            assert (got.type, got.nullable, got.name) == (c.type, c.nullable, c.name), (
+                t.name, c.name)
         if is_dataclass(record):
             cols = {c.path.split(".")[0] for c in t.columns}
             extra = set(record_fields(record)) - cols - _NOT_COLUMNS.get(t.name, set())
             assert not extra, (t.name, extra)
+
+
+def test_a_column_added_to_a_table_class_reaches_its_record_and_snapshot_file() -> None:
+    """One definition: a record is derived from its table class, so a new column is a new
+    record field (with the class's default) and a new snapshot column, in table order."""
+    from sqlmodel import Field
+
+    from opcheck.db import tables as tbl
+    from opcheck.db.data import record_of
+
+    class Probe(tbl.CatalogTable, table=True):
+        __tablename__ = "probe_not_in_catalog"
+        id: int | None = Field(default=None, primary_key=True)
+        op: str = Field(index=True)
+        schema_: str = Field(default="", sa_column_kwargs={"name": "schema"})
+        count: int = 3
+        source_id: int | None = None
+
+    try:
+        rec = record_of(Probe)
+        assert rec.__name__ == "ProbeRec"
+        assert record_fields(rec) == ("op", "schema_", "count", "source_id")
+        assert rec("relu") == rec(op="relu", schema_="", count=3, source_id=None)
+        assert [column_of(rec, f).name for f in record_fields(rec)] == [
+            "op", "schema", "count", "source_id"]
+        assert column_of(rec, "source_id").nullable and not column_of(rec, "count").nullable
+    finally:
+        tbl.METADATA.remove(Probe.__table__)  # type: ignore[attr-defined]
+    operators = next(f for f in FILES if f.name == "operators.tsv")
+    assert "schema" in operators.header and "schema_" not in operators.header
 
 
 def test_vocabulary_columns_store_the_words_value(small_catalog_path: Path) -> None:

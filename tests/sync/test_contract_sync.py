@@ -23,10 +23,10 @@ from opcheck.db.catalog import Catalog, ReleaseInfo
 from opcheck.db.data import ReleaseRec
 from opcheck.db.engine import open_catalog
 from opcheck.db.snapshot import read_snapshot, write_snapshot
+from opcheck.sync.apis import AclnnCodes
 from opcheck.sync.context import SyncContext
 from opcheck.sync.contract import AclnnDocs, OpApiSources
 from opcheck.sync.sources import MirrorSource
-from opcheck.sync.upstreams import AclnnCodes
 
 PIN = "abcdef1234567890abcdef1234567890abcdef12"
 OP = "aten::scale_rows"

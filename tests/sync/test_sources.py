@@ -13,14 +13,10 @@ import pytest
 
 from opcheck.core.errors import ScrapeError
 from opcheck.scrapers.releases import parse_releases_tsv
-from opcheck.sync import sources
-from opcheck.sync.sources import (
-    ChainSource,
-    HttpSource,
-    MirrorSource,
-    PipWheelSource,
-    SavingSource,
-)
+from opcheck.sync import http_source, pip_source, sources
+from opcheck.sync.http_source import HttpSource
+from opcheck.sync.pip_source import PipWheelSource
+from opcheck.sync.sources import ChainSource, MirrorSource, SavingSource
 
 OP_YAML = "github/Ascend/op-plugin/7.2.0/op_plugin/config/op_plugin_functions.yaml"
 RAW = "https://raw.githubusercontent.com/Ascend/op-plugin/7.2.0/op_plugin/config/op_plugin_functions.yaml"
@@ -348,10 +344,11 @@ def test_http_pypi_paths_need_wheels() -> None:
 def test_no_package_index_is_hard_coded() -> None:
     import re
 
-    text = Path(sources.__file__).read_text(encoding="utf-8")
+    text = "".join(Path(m.__file__).read_text(encoding="utf-8")
+                   for m in (sources, http_source, pip_source))
     for needle in ("--index-url", "--extra-index-url", "--find-links", "/simple"):
         assert needle not in text
-    # The only hosts this module names are the two git forges it reads raw files from.
+    # The only hosts these modules name are the two git forges it reads raw files from.
     hosts = set(re.findall(r"https?://([A-Za-z0-9.-]+)", text))
     assert hosts <= {"raw.githubusercontent.com", "gitcode.com", "api.github.com"}, hosts
 
