@@ -157,3 +157,24 @@ def test_a_visitor_checks_beside_four_flooders_on_a_loaded_machine(live: Live,
     assert mine.count(200) >= 4, mine
     assert set(statuses) <= {200, 429, 503}, statuses
     assert 429 in statuses  # one check at a time per address, waiting ones included
+
+
+# --- visitor SQL bounded per result -----------------------------------------------------------
+
+
+def test_visitor_sql_result_bytes_are_capped(live: Live) -> None:
+    from opcheck.web.sqlpool import RESULT_BYTES, VALUE_LIMIT
+
+    # Each value is under the per-value limit; together they would be ~3.5 GB.
+    rows = 3500
+    sql = (f"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT {rows}) "
+           f"SELECT x, zeroblob({VALUE_LIMIT - 1000}) AS b FROM c")
+    before = live.rss_kb()
+    status, body, seconds = live.request("GET", "/catalog.json?" + urlencode({"sql": sql}))
+    assert status == 400, body[:300]
+    assert b"MB" in body and len(body) < 20_000
+    assert live.rss_kb() - before < 3 * RESULT_BYTES // 1024 + 50_000  # kB
+    # a result under the cap is served whole
+    small = sql.replace(f"LIMIT {rows}", "LIMIT 3")
+    status, body, _ = live.request("GET", "/catalog.json?" + urlencode({"sql": small}))
+    assert status == 200, body[:300]
