@@ -72,11 +72,16 @@ class ResponseCache:
 
     ``renders``: a ration of the renders a cache miss starts (and of GETs the cache may not
     keep), per client: Datasette's pages are keyed by Host, so a flood of made-up Hosts or
-    cookies would otherwise render on the event loop once per request."""
+    cookies would otherwise render on the event loop once per request. ``rehosts``: the ration
+    of a miss for a page already kept for another Host (a Host flood's signature: a budget a
+    second, where a visitor's first look at a page is never counted)."""
 
     def __init__(self, entries: int, max_bytes: int, uncached: tuple[str, ...] = (),
-                 renders: Ration | None = None) -> None:
+                 renders: Ration | None = None, rehosts: Ration | None = None) -> None:
         self.renders = renders
+        self.rehosts = rehosts
+        # pages (scheme, path and query) already rendered for some Host, most recent last
+        self.hosted: OrderedDict[bytes, None] = OrderedDict()
         self.entries = entries
         self.uncached = uncached
         self.max_bytes = max_bytes
@@ -123,6 +128,8 @@ class ResponseCache:
                         key: bytes | None = None) -> None:
         """Render (and keep, with a ``key``), within the client's ration of renders."""
         ration = self.renders
+        if key is not None and self.rehosts is not None and self._rehost(scope, key):
+            ration = self.rehosts
         if (ration is None or scope.get("type") != "http"
                 or scope.get("method") not in ("GET", "HEAD")
                 or scope.get("path", "").startswith(STATIC_PREFIXES)
@@ -135,14 +142,16 @@ class ResponseCache:
         if refused is not None:
             await plain(send, *refused)
             return
-        # its queries on the SQL pool's threads: a render's SQL (a table page's facet counts
-        # take 0.1-0.3 s) must not hold the event loop the cached pages are served from
-        token = ARBITRARY_SQL.set(True)
+        # A Host flood's renders run their queries on the SQL pool's threads: their SQL (a
+        # table page's facet counts take 0.1-0.3 s) must not hold the event loop the cached
+        # pages are served from. A visitor's first look at a page stays on the loop.
+        token = ARBITRARY_SQL.set(True) if ration is self.rehosts else None
         try:
             await (app(scope, receive, send) if key is None
                    else self._render(app, key, scope, receive, send))
         finally:
-            ARBITRARY_SQL.reset(token)
+            if token is not None:
+                ARBITRARY_SQL.reset(token)
             ration.leave(client)
 
     async def _render(self, app: Any, key: bytes, scope: dict[str, Any], receive: Any,
@@ -166,6 +175,16 @@ class ResponseCache:
             if key != hosted and mentions_host(scope, start, body):
                 key = hosted  # it links to the Host it was asked with, after all
             self._put(key, start, body)
+            if key == hosted:
+                page = cache_key(scope, with_host=False)
+                self.hosted[page] = None
+                self.hosted.move_to_end(page)
+                while len(self.hosted) > self.entries:
+                    self.hosted.popitem(last=False)
+
+    def _rehost(self, scope: dict[str, Any], key: bytes) -> bool:
+        return key == cache_key(scope, with_host=True) and (
+            cache_key(scope, with_host=False) in self.hosted)
 
     def _cacheable(self, scope: dict[str, Any]) -> bool:
         if scope.get("type") != "http" or scope.get("method") != "GET":

@@ -334,12 +334,12 @@ class Guard:
 
     async def _handle(self, app: App, scope: dict[str, Any], receive: Receive,
                       send: Send) -> None:
-        if self.host_names is not None and host_name(scope) not in self.host_names:
-            await plain(send, 400, "this server does not answer for that Host")
-            return
         allowed = self.methods(scope.get("path", ""))
         if scope.get("method", "GET") not in allowed:
             await not_allowed(send, allowed)
+            return
+        if self.host_names is not None and host_name(scope) not in self.host_names:
+            await plain(send, 400, "this server does not answer for that Host")
             return
         limit = self.body_limit(scope.get("path", ""))
         declared = header(scope, b"content-length")

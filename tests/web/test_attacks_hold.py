@@ -75,7 +75,7 @@ def test_host_flood_of_other_names_is_refused(live: Live) -> None:
 
 def test_host_flood_of_a_datasette_page_is_rationed(live: Live) -> None:
     # Datasette's pages keep the Host in their key (they write absolute links): each request
-    # is a render, within its client's ration (a burst, then a few a second).
+    # is a render, within its client's ration (a burst, then a few a second: it was kept for another Host).
     hosts = [f"localhost:{20000 + n}" for n in range(400)]
     start = time.monotonic()
     with visitor(live, MM_PAGE) as latencies:
