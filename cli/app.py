@@ -39,9 +39,13 @@ def _root(
         "--version", "-V", callback=_print_version, is_eager=True,
         help="Print opcheck's version and exit.")] = False,
 ) -> None:
+    # Everything a command prints reaches the terminal without control characters from its
+    # input (main installs it too; this covers a command invoked through a test runner).
+    from opcheck.cli import config, safeout
+
+    safeout.install()
     # [tool.opcheck] in the nearest pyproject.toml: the defaults of `check` and `run`, which
     # their own options override (Click's default_map)
-    from opcheck.cli import config
 
     if ctx.invoked_subcommand not in config.COMMANDS:
         return  # the other commands take none of it (and a bad table must not stop them)
@@ -99,6 +103,9 @@ _register()
 
 
 def main() -> None:
+    from opcheck.cli import safeout
+
+    safeout.install()  # before Click, whose usage errors quote the arguments
     try:
         app(args=route(sys.argv[1:]), prog_name="opcheck")
     finally:

@@ -31,6 +31,11 @@ def serve(
     trust_proxy: Annotated[bool, typer.Option(
         "--trust-proxy", help="Take client addresses from X-Forwarded-For (only behind a "
                               "reverse proxy that sets it): rations are per client")] = False,
+    host_name: Annotated[list[str] | None, typer.Option(
+        "--host-name", help="A name visitors reach the server by (repeatable); requests for "
+                            "any other Host are refused (400). Default: the --host address "
+                            "and localhost; any name when --host is 0.0.0.0 or ::",
+        show_default=False)] = None,
     catalog: CatalogOpt = None,
 ) -> None:
     """Serve the catalog read-only with Datasette: tables, canned queries, a page per op
@@ -59,7 +64,7 @@ def serve(
         if not 1 <= n <= 64:
             raise UsageError(f"--workers must be 1-64, not {n}")
         server.serve(path, host=host, port=port, workers=n, allow_sql=allow_sql,
-                     trust_proxy=trust_proxy)
+                     trust_proxy=trust_proxy, host_names=host_name or None)
 
 
 def register(app: typer.Typer) -> None:

@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 from opcheck.core.errors import OpcheckError
 from opcheck.tracers.inputs import InputSpec
 from opcheck.tracers.procs import become_subreaper, children, kill_descendants
-from opcheck.tracers.sandbox import PRELOAD, READY_FD_ENV
+from opcheck.tracers.sandbox import PRELOAD, READY_FD_ENV, STDERR_KEEP
 
 
 def handle(request: dict[str, Any]) -> dict[str, Any]:
@@ -125,11 +125,12 @@ def template(preload: list[str]) -> int:
     gc.freeze()
     become_subreaper()  # a child's orphans come back here and are killed when it ends
     parent = os.getpid()
-    children: dict[int, tuple[int, int]] = {}  # pidfd → (request id, pid)
+    children: dict[int, tuple[int, int, int]] = {}  # pidfd → (request id, pid, stderr pipe)
+    sinks: dict[int, StderrSink] = {}  # a child's stderr pipe → the file it goes to
     buf = b""
 
     def end() -> NoReturn:
-        for _rid, pid in children.values():
+        for _rid, pid, _err in children.values():
             with suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
             with suppress(OSError):
@@ -145,13 +146,21 @@ def template(preload: list[str]) -> int:
             end()
 
     while True:
-        ready, _, _ = select.select([0, *children], [], [])
+        ready, _, _ = select.select([0, *children, *sinks], [], [])
         for fd in ready:
+            if fd in sinks:
+                if not sinks[fd].pump():
+                    sinks.pop(fd).close()
+                continue
             if fd != 0:
-                rid, pid = children.pop(fd)
+                if fd not in children:
+                    continue
+                rid, pid, err = children.pop(fd)
                 os.close(fd)
                 _, status = os.waitpid(pid, 0)
-                _kill_strays({p for _r, p in children.values()})
+                if err in sinks:  # what it wrote before it ended; a leftover's rest is cut
+                    sinks.pop(err).close(drain=True)
+                _kill_strays({p for _r, p, _e in children.values()})
                 reply({"id": rid, "exit": os.waitstatus_to_exitcode(status)})
                 continue
             data = os.read(0, 65536)
@@ -161,16 +170,73 @@ def template(preload: list[str]) -> int:
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
                 job = json.loads(line)
+                read_end, write_end = os.pipe()
                 pid = os.fork()
                 if pid == 0:
-                    for other in children:
+                    os.close(read_end)
+                    for other in (*children, *sinks):
                         os.close(other)
-                    _child(job, parent)  # never returns
-                children[os.pidfd_open(pid)] = (int(job["id"]), pid)
+                    _child(job, parent, write_end)  # never returns
+                os.close(write_end)
+                sinks[read_end] = StderrSink(read_end, str(job["stderr"]))
+                children[os.pidfd_open(pid)] = (int(job["id"]), pid, read_end)
                 reply({"id": job["id"], "pid": pid})
 
 
-def _child(job: dict[str, Any], parent: int) -> None:
+class StderrSink:
+    """A forked child's stderr, read from its pipe by the template into the file the parent
+    reads its tail from, which never holds more than twice STDERR_KEEP: a child printing
+    without end fills neither the disk nor the parent's memory (the file was the child's own,
+    and grew without bound)."""
+
+    def __init__(self, pipe: int, path: str, keep: int = STDERR_KEEP) -> None:
+        self.pipe = pipe
+        self.keep = keep
+        os.set_blocking(pipe, False)
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.size = 0
+
+    def _read(self) -> tuple[bytes, bool]:
+        """(what the pipe holds now, whether it has ended)."""
+        try:
+            data = os.read(self.pipe, 65536)
+        except BlockingIOError:
+            return b"", False
+        except OSError:
+            return b"", True
+        return data, not data
+
+    def _write(self, data: bytes) -> None:
+        os.write(self.fd, data)
+        self.size += len(data)
+        if self.size > 2 * self.keep:  # keep the tail only
+            tail = os.pread(self.fd, self.keep, self.size - self.keep)
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, tail, 0)
+            os.lseek(self.fd, len(tail), os.SEEK_SET)
+            self.size = len(tail)
+
+    def pump(self) -> bool:
+        """Move what the pipe holds now into the file; False at its end."""
+        data, ended = self._read()
+        if data:
+            self._write(data)
+        return not ended
+
+    def close(self, drain: bool = False) -> None:
+        """``drain``: first move what the pipe still holds (a pipe holds at most 64 kB, so
+        a leftover still writing to it gets no more than that in)."""
+        for _ in range(16 if drain else 0):
+            data, ended = self._read()
+            if data:
+                self._write(data)
+            if ended or not data:
+                break
+        os.close(self.pipe)
+        os.close(self.fd)
+
+
+def _child(job: dict[str, Any], parent: int, err: int) -> None:
     code = 1
     try:
         os.setsid()  # the parent kills the whole session at the timeout
@@ -179,7 +245,6 @@ def _child(job: dict[str, Any], parent: int) -> None:
 
         set_limits(int(job["memory_mb"]))
         os.chdir(str(job["cwd"]))
-        err = os.open(str(job["stderr"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
         os.dup2(null, 1)
@@ -251,9 +316,40 @@ def _imported() -> None:
             os.close(int(fd))
 
 
+def _supervise() -> None:
+    """Fork before anything is imported or run: the child returns and does the work; this
+    process stays behind as a subreaper that runs no user code, waits for it, kills whatever it
+    left (a ``setsid`` daemon of a worker that crashed before its own clean-up escaped the
+    group kill), and ends as the child ended, its exit code or its signal."""
+    become_subreaper()
+    pid = os.fork()
+    if pid == 0:
+        return
+    ready = os.environ.get(READY_FD_ENV, "")
+    if ready:  # the child's: its end of file must tell the parent the child died importing
+        with suppress(OSError):
+            os.close(int(ready))
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: os.kill(pid, signal.SIGKILL))
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    kill_descendants()
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        with suppress(OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code if code >= 0 else 128 - code)
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--template"]:
         sys.exit(template(sys.argv[2:]))
+    _supervise()
     ahead = sys.argv[1:2] == ["--ahead"]  # started early (sandbox.WorkerAhead)
     _imported()
     if sys.argv[1:2] == ["--module"] and len(sys.argv) > 2:  # sandbox.run_module, fresh

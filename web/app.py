@@ -87,7 +87,8 @@ def sql_settings(settings: dict[str, Any], allow_sql: bool) -> dict[str, Any]:
     return {**settings, "default_allow_sql": allow_sql}
 
 
-def make_datasette(catalog: Path, *, allow_sql: bool = True) -> Any:
+def make_datasette(catalog: Path, *, allow_sql: bool = True,
+                   host_names: list[str] | None = None) -> Any:
     """A Datasette instance serving ``catalog`` immutably under the name ``catalog``; with
     ``allow_sql`` visitors may also run their own read-only SQL (on a thread pool, under the
     time limit: opcheck.web.sqlpool)."""
@@ -97,6 +98,8 @@ def make_datasette(catalog: Path, *, allow_sql: bool = True) -> Any:
 
     meta, settings = metadata_for(catalog)
     settings = sql_settings(settings, allow_sql)
+    if host_names is not None:  # the guard refuses other Hosts (web/guard.py)
+        meta.setdefault("plugins", {}).setdefault("opcheck", {})["host_names"] = host_names
     ds = Datasette(
         immutables=[str(catalog)],
         metadata=meta,
@@ -113,11 +116,12 @@ def make_datasette(catalog: Path, *, allow_sql: bool = True) -> Any:
     return ds
 
 
-def asgi_app(catalog: Path, ready: Any = None, *, allow_sql: bool = True) -> Any:
+def asgi_app(catalog: Path, ready: Any = None, *, allow_sql: bool = True,
+             host_names: list[str] | None = None) -> Any:
     """The site as an ASGI app that runs plugin start-up (the op page's kernel cache) on the
     server's lifespan start-up, before the first visitor arrives, as ``datasette serve`` does
     before it starts listening. ``ready`` (an Event) is set when start-up is done."""
-    ds = make_datasette(catalog, allow_sql=allow_sql)
+    ds = make_datasette(catalog, allow_sql=allow_sql, host_names=host_names)
     inner = ds.app()
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:

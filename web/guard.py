@@ -10,10 +10,12 @@ cost a well-behaved visitor more than a few milliseconds, nor the log more than 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from typing import Any
 from urllib.parse import parse_qsl
@@ -90,6 +92,20 @@ def header(scope: dict[str, Any], name: bytes) -> bytes | None:
     return None
 
 
+def host_name(scope: dict[str, Any]) -> str:
+    """The Host header's name, without its port, lower case ("" when absent: HTTP/1.0)."""
+    value = (header(scope, b"host") or b"").decode("latin-1").strip().lower()
+    if value.startswith("["):  # [::1]:8001
+        return value[1:value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def allowed_host_names(names: Iterable[str]) -> frozenset[str]:
+    """``names`` as :func:`host_name` reads them; a request without a Host (HTTP/1.0) names
+    none, and is answered."""
+    return frozenset({"", *(n.strip().lower().strip("[]") for n in names)})
+
+
 def runs_arbitrary_sql(scope: dict[str, Any]) -> bool:
     query = scope.get("query_string", b"")
     if not query:
@@ -163,16 +179,131 @@ class Ration:
             self.by_client.pop(client, None)
 
 
+class RatedRation(Ration):
+    """A :class:`Ration` that also spends a per-client budget: ``burst`` admissions at once,
+    refilled at ``per_second``. Concurrency alone does not bound a client that sends one
+    request after another over a keep-alive connection, each one a render."""
+
+    def __init__(self, what: str, per_client: int, in_flight: int, *, per_second: float,
+                 burst: float) -> None:
+        super().__init__(what, per_client, in_flight)
+        self.per_second = per_second
+        self.burst = burst
+        self.budget: dict[str, tuple[float, float]] = {}  # client → (tokens, when)
+
+    def enter(self, client: str) -> tuple[int, str] | None:
+        now = time.monotonic()
+        tokens, when = self.budget.get(client, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - when) * self.per_second)
+        if tokens < 1:
+            return 429, (f"more than {self.per_second:g} {self.what} a second from one client: "
+                         "slow down")
+        refused = super().enter(client)
+        if refused is None:
+            tokens -= 1
+        if len(self.budget) > 10_000:  # forget the clients whose budget is whole again
+            self.budget = {c: b for c, b in self.budget.items()
+                           if b[0] + (now - b[1]) * self.per_second < self.burst}
+        self.budget[client] = (tokens, now)
+        return refused
+
+
+class FairRation(Ration):
+    """A :class:`Ration` whose requests beyond ``in_flight`` wait (at most ``queue`` of them,
+    at most ``wait`` seconds) instead of being refused, and are admitted by how little of it
+    their client has used lately (seconds held, forgotten over ``memory`` seconds), not by who
+    asks first when a slot frees: four addresses that flood it with long checks take turns
+    behind a visitor whose short checks used next to none of it, however loaded the machine.
+    ``per_client`` counts a client's waiting requests too. One per event loop (worker)."""
+
+    def __init__(self, what: str, per_client: int, in_flight: int, *, queue: int = 16,
+                 wait: float = 20.0, memory: float = 60.0) -> None:
+        super().__init__(what, per_client, in_flight)
+        self.queue = queue
+        self.wait = wait
+        self.memory = memory
+        self.used: dict[str, tuple[float, float]] = {}  # client → (decayed seconds, when)
+        self.since: dict[str, list[float]] = {}  # client → when each of its admissions began
+        self.waiting: list[tuple[int, str, asyncio.Future[None]]] = []
+        self._seq = 0
+
+    def usage(self, client: str, now: float) -> float:
+        """Seconds ``client`` held a slot lately, what it holds now included."""
+        held, when = self.used.get(client, (0.0, now))
+        running = sum(now - t for t in self.since.get(client, ()))
+        return held * math.exp(-(now - when) / self.memory) + running
+
+    def _admitted(self, client: str) -> None:
+        self.by_client[client] = self.by_client.get(client, 0) + 1
+        self.since.setdefault(client, []).append(time.monotonic())
+
+    def enter(self, client: str) -> tuple[int, str] | None:
+        """Admitted only when nobody waits (a synchronous caller cannot queue)."""
+        mine = sum(1 for e in self.waiting if e[1] == client)
+        if self.by_client.get(client, 0) + mine >= self.per_client:
+            return 429, (f"at most {self.per_client} {self.what} at a time per client: "
+                         "wait for one to finish")
+        if self.waiting or sum(self.by_client.values()) >= self.in_flight:
+            return 503, f"too many {self.what} in progress: try again shortly"
+        self._admitted(client)
+        return None
+
+    async def admit(self, client: str) -> tuple[int, str] | None:
+        """Like :meth:`enter`, but waits its turn for a slot; None: admitted."""
+        refused = self.enter(client)
+        if refused is None or refused[0] == 429 or len(self.waiting) >= self.queue:
+            return refused
+        self._seq += 1
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (self._seq, client, turn)
+        self.waiting.append(entry)
+        try:
+            await asyncio.wait_for(asyncio.shield(turn), self.wait)
+        except asyncio.TimeoutError:
+            if turn.done():  # admitted just as the wait ended: it holds a slot
+                self.leave(client)
+            return refused
+        except BaseException:  # the visitor went away while waiting
+            if turn.done() and not turn.cancelled():
+                self.leave(client)
+            raise
+        finally:
+            if entry in self.waiting:
+                self.waiting.remove(entry)
+        return None
+
+    def leave(self, client: str) -> None:
+        now = time.monotonic()
+        began = self.since.get(client)
+        if began:
+            held = now - began.pop(0)
+            if not began:
+                del self.since[client]
+            self.used[client] = (self.usage(client, now) + held, now)
+        if len(self.used) > 10_000:
+            self.used = {c: u for c, u in self.used.items() if self.usage(c, now) > 0.001}
+        super().leave(client)
+        while self.waiting and sum(self.by_client.values()) < self.in_flight:
+            entry = min(self.waiting, key=lambda e: (self.usage(e[1], now), e[0]))
+            self.waiting.remove(entry)
+            self._admitted(entry[1])
+            entry[2].set_result(None)
+
+
 class Guard:
     """The middleware. ``body_limit(path)`` is the largest request body a path accepts;
     ``sql_per_client`` and ``sql_in_flight`` ration visitor-written SQL requests (a query
-    holds a pool thread for up to the time limit)."""
+    holds a pool thread for up to the time limit). ``host_names``: the names the server
+    answers for (None: any); a request for another Host is refused with 400, as
+    TrustedHostMiddleware does."""
 
     def __init__(self, body_limit: Callable[[str], int], *, sql_per_client: int = 2,
                  sql_in_flight: int = 8,
                  methods: Callable[[str], frozenset[str]] = lambda path: READ_METHODS,
-                 costly_per_client: int = 1, costly_in_flight: int = 2) -> None:
+                 costly_per_client: int = 1, costly_in_flight: int = 2,
+                 host_names: frozenset[str] | None = None) -> None:
         self.body_limit = body_limit
+        self.host_names = host_names
         self.methods = methods
         self.sql = Ration("SQL queries", sql_per_client, sql_in_flight)
         self.costly = Ration("exports, facet or pattern-filter views", costly_per_client,
@@ -206,6 +337,9 @@ class Guard:
         allowed = self.methods(scope.get("path", ""))
         if scope.get("method", "GET") not in allowed:
             await not_allowed(send, allowed)
+            return
+        if self.host_names is not None and host_name(scope) not in self.host_names:
+            await plain(send, 400, "this server does not answer for that Host")
             return
         limit = self.body_limit(scope.get("path", ""))
         declared = header(scope, b"content-length")

@@ -72,6 +72,21 @@ def sql_allowed_by_default(host: str) -> bool:
     return host.strip().lower().strip("[]") in LOOPBACK_HOSTS
 
 
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+
+
+def host_names_for(host: str, names: list[str] | None) -> list[str] | None:
+    """The Host names the server answers for: ``names`` (``--host-name``) and localhost's;
+    by default the bound address and localhost's. A server bound to every interface cannot
+    know the names it is reached by: without ``--host-name`` it answers any (None)."""
+    local = ["localhost", "127.0.0.1", "::1"]
+    if names:
+        return [*names, *local]
+    if host.strip().strip("[]") in WILDCARD_HOSTS:
+        return None
+    return [host, *local]
+
+
 def default_workers() -> int:
     # A cold Datasette page is CPU-bound Python under one GIL: one process per core is what
     # lets concurrent visitors use the machine. Capped: each worker holds its own page cache
@@ -97,7 +112,8 @@ def _listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socke
 
 
 def _run(catalog: Path, sock: socket.socket, ready: Any = None, *,
-         allow_sql: bool = False, trust_proxy: bool = False) -> None:
+         allow_sql: bool = False, trust_proxy: bool = False,
+         host_names: list[str] | None = None) -> None:
     import uvicorn
 
     from opcheck.web.guard import configure_logging
@@ -111,7 +127,8 @@ def _run(catalog: Path, sock: socket.socket, ready: Any = None, *,
     # from 127.0.0.1 by default, which let one client on the machine pose as many and get a
     # share of every ration per made-up address. h11 answers what httptools mishandles (an
     # unknown method): a 400/405, never a traceback.
-    config = uvicorn.Config(asgi_app(catalog, ready, allow_sql=allow_sql), log_level="warning",
+    config = uvicorn.Config(asgi_app(catalog, ready, allow_sql=allow_sql, host_names=host_names),
+                            log_level="warning",
                             access_log=False, lifespan="on", proxy_headers=trust_proxy,
                             forwarded_allow_ips="*" if trust_proxy else None,
                             http=_h11_with_header_deadline())
@@ -119,26 +136,29 @@ def _run(catalog: Path, sock: socket.socket, ready: Any = None, *,
 
 
 def _worker(catalog: str, host: str, port: int, ready: Any, allow_sql: bool,
-            trust_proxy: bool) -> None:
+            trust_proxy: bool, host_names: list[str] | None) -> None:
     _run(Path(catalog), _listening_socket(host, port, reuse_port=True), ready,
-         allow_sql=allow_sql, trust_proxy=trust_proxy)
+         allow_sql=allow_sql, trust_proxy=trust_proxy, host_names=host_names)
 
 
 def serve(catalog: Path, *, host: str = "127.0.0.1", port: int = 8001,
-          workers: int = 1, allow_sql: bool | None = None, trust_proxy: bool = False) -> None:
+          workers: int = 1, allow_sql: bool | None = None, trust_proxy: bool = False,
+          host_names: list[str] | None = None) -> None:
     """Serve ``catalog``; ``allow_sql`` None: visitor-written SQL only on a loopback host;
-    ``trust_proxy``: client addresses from X-Forwarded-For (behind a reverse proxy)."""
+    ``trust_proxy``: client addresses from X-Forwarded-For (behind a reverse proxy);
+    ``host_names``: the Host names answered besides localhost's (:func:`host_names_for`)."""
     if allow_sql is None:
         allow_sql = sql_allowed_by_default(host)
+    names = host_names_for(host, host_names)
     if not search_tables(catalog):
         print("opcheck serve: this catalog has no search index (rebuild it with a newer "
               "opcheck to search op names and workarounds)", file=sys.stderr)
     if workers <= 1 or not hasattr(socket, "SO_REUSEPORT") or not sys.platform.startswith("linux"):
         sock = _listening_socket(host, port, reuse_port=False)
         _announce(catalog, host, port, 1, allow_sql)
-        _run(catalog, sock, allow_sql=allow_sql, trust_proxy=trust_proxy)
+        _run(catalog, sock, allow_sql=allow_sql, trust_proxy=trust_proxy, host_names=names)
         return
-    _serve_workers(catalog, host, port, workers, allow_sql, trust_proxy)
+    _serve_workers(catalog, host, port, workers, allow_sql, trust_proxy, names)
 
 
 def _announce(catalog: Path, host: str, port: int, workers: int, allow_sql: bool) -> None:
@@ -150,7 +170,7 @@ def _announce(catalog: Path, host: str, port: int, workers: int, allow_sql: bool
 
 
 def _serve_workers(catalog: Path, host: str, port: int, workers: int,
-                   allow_sql: bool, trust_proxy: bool) -> None:
+                   allow_sql: bool, trust_proxy: bool, host_names: list[str] | None) -> None:
     """One uvicorn per worker process, each with its own SO_REUSEPORT socket on the same
     port: Linux spreads new connections over them. (One shared socket lets whichever worker
     wakes first accept every keep-alive connection of a burst, leaving the others idle.)"""
@@ -173,7 +193,8 @@ def _serve_workers(catalog: Path, host: str, port: int, workers: int,
     ctx = multiprocessing.get_context("spawn")
     events = [ctx.Event() for _ in range(workers)]
     procs = [ctx.Process(target=_worker,
-                         args=(str(catalog), host, port, ev, allow_sql, trust_proxy),
+                         args=(str(catalog), host, port, ev, allow_sql, trust_proxy,
+                               host_names),
                          daemon=True)
              for ev in events]
     stopping = False

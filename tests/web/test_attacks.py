@@ -417,16 +417,20 @@ def test_sql_errors_are_the_visitors_not_the_log(live: Live) -> None:
 
 
 def test_host_header_never_reaches_other_visitors(live: Live) -> None:
+    # Issue 39: a Host the server does not answer for is refused; one it answers for (another
+    # port of localhost) is served, and never reaches another visitor's page.
     paths = ["/", "/-/op/aten::mm", "/catalog", "/catalog/npukernel?release=2.6.0.post5",
              "/catalog/release_matrix"]
     for path in paths:
         for _ in range(4):
             status, body, _ = live.request("GET", path, headers={"Host": "evil.example.com"})
+            assert status == 400, path
+            status, body, _ = live.request("GET", path, headers={"Host": "localhost:4444"})
             assert status == 200, path
     for path in paths:
         status, body, _ = live.request("GET", path)
         assert status == 200, path
-        assert b"evil.example.com" not in body, path
+        assert b"evil.example.com" not in body and b"localhost:4444" not in body, path
 
 
 # --- 5. malformed op lists ------------------------------------------------------------------

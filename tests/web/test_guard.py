@@ -274,3 +274,72 @@ def test_guard_reads_bodies_against_the_cap() -> None:
 def test_methods_a_path_does_not_take_are_405_before_the_body() -> None:
     guard = Guard(lambda path: 1000)  # the site's default: GET and HEAD
     assert run_guard(guard, [(b"content-length", b"800")], [b"x" * 400] * 2) == (405, 0, 0)
+
+
+# --- issue 39: fair admission to the op-list check, rations of renders -------------------------
+
+
+def test_fair_ration_serves_the_least_used_client_first() -> None:
+    import asyncio
+
+    from opcheck.web.guard import FairRation
+
+    async def scenario() -> list[str]:
+        r = FairRation("checks", per_client=1, in_flight=2, wait=5)
+        order: list[str] = []
+        for _ in range(3):  # f3 has held the checker lately, v never
+            assert r.enter("f3") is None
+            await asyncio.sleep(0.02)
+            r.leave("f3")
+        for flooder in ("f1", "f2"):  # both slots held; each has used its share
+            assert r.enter(flooder) is None
+
+        async def ask(client: str) -> None:
+            assert await r.admit(client) is None
+            order.append(client)
+            await asyncio.sleep(0.01)
+            r.leave(client)
+
+        # v is admitted first though f3 asked first
+        waiting = [asyncio.ensure_future(ask("f3")), asyncio.ensure_future(ask("v"))]
+        await asyncio.sleep(0.01)
+        assert len(r.waiting) == 2
+        assert (r.enter("f1") or (0, ""))[0] == 429  # one at a time
+        assert r.enter("x") is not None  # nobody jumps the queue synchronously
+        r.leave("f1")
+        await asyncio.sleep(0.05)
+        r.leave("f2")
+        await asyncio.gather(*waiting)
+        assert not r.by_client and not r.waiting
+        return order
+
+    assert asyncio.run(scenario()) == ["v", "f3"]
+
+
+def test_fair_ration_gives_up_after_its_wait() -> None:
+    import asyncio
+
+    from opcheck.web.guard import FairRation
+
+    async def scenario() -> tuple[int, str] | None:
+        r = FairRation("checks", per_client=1, in_flight=1, wait=0.05)
+        assert r.enter("a") is None
+        refused = await r.admit("b")
+        assert not r.waiting and r.by_client == {"a": 1}
+        return refused
+
+    refused = asyncio.run(scenario())
+    assert refused is not None and refused[0] == 503
+
+
+def test_rated_ration_allows_a_burst_then_a_rate() -> None:
+    from opcheck.web.guard import RatedRation
+
+    r = RatedRation("renders", per_client=5, in_flight=50, per_second=0.001, burst=3)
+    admitted = 0
+    for _ in range(10):
+        if r.enter("a") is None:
+            admitted += 1
+            r.leave("a")
+    assert admitted == 3
+    assert r.enter("b") is None  # another client has its own budget

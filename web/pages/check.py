@@ -23,7 +23,7 @@ from urllib.parse import parse_qs
 from opcheck.checker.check import Report
 from opcheck.core import jsonio
 from opcheck.core.errors import OpcheckError, UsageError
-from opcheck.web.guard import Ration, client_of
+from opcheck.web.guard import FairRation, client_of
 from opcheck.web.pages.base import Page, plain_template, serve_state, template_helpers
 from opcheck.web.state import ServeState
 
@@ -197,8 +197,11 @@ def _json_document(text: str, what: str) -> Any:
 
 # A 5 MB op list takes seconds of CPU to read and check. Checks run on one thread per worker
 # process, so the event loop keeps serving other pages meanwhile (the thread takes turns with
-# it for the GIL), and are rationed: one per client, a few queued in all.
-CHECKS = Ration("op-list checks", per_client=1, in_flight=4)
+# it for the GIL), and are rationed: one per client, one at a time on the thread, the rest in a
+# short queue served to the clients that used it least first (issue 39: four flooding
+# addresses left a visitor 57% of its checks on a loaded machine; with four admitted at once,
+# a visitor's check waited behind three floods in the thread's own queue).
+CHECKS = FairRation("op-list checks", per_client=1, in_flight=1, queue=16, wait=30.0)
 _pool: ThreadPoolExecutor | None = None
 
 
@@ -288,7 +291,7 @@ async def view(datasette: Any, request: Any) -> Any:
     if request.method == "POST":
         ctype = request.headers.get("content-type", "")
         client = client_of(request.scope)
-        refused = CHECKS.enter(client)
+        refused = await CHECKS.admit(client)
         if refused is not None:
             return Response.text(refused[1], status=refused[0])
         try:

@@ -48,7 +48,7 @@ async def view(datasette: Any, request: Any) -> Any:
     fields: dict[str, str] = {}
     if request.method == "POST":
         client = client_of(request.scope)
-        refused = CHECKS.enter(client)
+        refused = await CHECKS.admit(client)
         if refused is not None:
             return Response.text(refused[1], status=refused[0])
         try:

@@ -20,7 +20,7 @@ from markupsafe import Markup, escape
 from opcheck.web import pages
 from opcheck.web.app import DB_NAME as DB
 from opcheck.web.cache import ResponseCache
-from opcheck.web.guard import FAULTS, Guard
+from opcheck.web.guard import FAULTS, Guard, RatedRation, Ration, allowed_host_names
 
 # Datasette's own exception handler prints every exception, a 404 included, with rich's
 # traceback and local variables (0.2-0.4 s of CPU and ~30 kB of log each): a scanner's 404s
@@ -127,11 +127,19 @@ def asgi_wrapper(datasette: Any) -> Callable[[Any], Any]:
     # The guard (access log, body caps, SQL rationing) sits outside the cache so that cache
     # hits are logged too.
     config = datasette.plugin_config("opcheck") or {}
+    per_client = int(config.get("renders_per_client", 3))
+    in_flight = int(config.get("renders_in_flight", 16))
+    renders = Ration("page renders", per_client, in_flight)
+    rehosts = RatedRation("renders of a page for another Host", per_client, in_flight,
+                          per_second=float(config.get("rehosts_per_second", 5)),
+                          burst=float(config.get("rehosts_burst", 30)))
     cache = ResponseCache(int(config.get("cache_entries", 512)),
                           int(config.get("cache_bytes", 64 * 1024 * 1024)),
-                          uncached=pages.uncached_paths())
+                          uncached=pages.uncached_paths(), renders=renders, rehosts=rehosts)
+    names = config.get("host_names")  # opcheck serve --host-name; None: any Host
     guard = Guard(pages.body_limit, sql_per_client=int(config.get("sql_per_client", 2)),
                   sql_in_flight=int(config.get("sql_in_flight", 8)), methods=pages.methods,
                   costly_per_client=int(config.get("costly_per_client", 1)),
-                  costly_in_flight=int(config.get("costly_in_flight", 2)))
+                  costly_in_flight=int(config.get("costly_in_flight", 2)),
+                  host_names=None if names is None else allowed_host_names(names))
     return lambda app: guard.wrap(cache.wrap(app))
