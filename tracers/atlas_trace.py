@@ -46,6 +46,7 @@ def trace_atlas(
     del model, args, kwargs
     ol: OpList | None = None
     real_why = ""
+    built: Any = None
     for shrink in (None, 2):  # narrowed first (fast); the default widths when that fails
         try:
             built = build(library, name, train=train, real=True, shrink=shrink)
