@@ -185,6 +185,21 @@ def _shrink_widths(cfg: Any, factor: int = 8) -> None:
                     setattr(c, key, small)
 
 
+def _fill_unset_sizes(cfg: Any) -> None:
+    """Sizes a default config leaves unset (None) where the model derives them from others:
+    the head width from the hidden size, one key/value head per attention head."""
+    for c in _subconfigs(cfg):
+        d = vars(c)
+        heads = d.get("num_attention_heads")
+        hidden = d.get("hidden_size")
+        if "head_dim" in d and d["head_dim"] is None and isinstance(heads, int) and heads \
+                and isinstance(hidden, int):
+            c.head_dim = hidden // heads
+        if "num_key_value_heads" in d and d["num_key_value_heads"] is None \
+                and isinstance(heads, int):
+            c.num_key_value_heads = heads
+
+
 def make_config(model_type: str, level: int) -> Any:
     """The default config, made small: level 3 layers + experts + widths, 2 layers + experts,
     1 layers only, 0 the defaults as they are."""
@@ -197,6 +212,7 @@ def make_config(model_type: str, level: int) -> Any:
         _shrink_experts(cfg)
     if level >= 3:
         _shrink_widths(cfg)
+    _fill_unset_sizes(cfg)
     for c in _subconfigs(cfg):
         if "use_cache" in vars(c):
             c.use_cache = False  # a forward without a cache: one op list, no cache classes
