@@ -363,6 +363,8 @@ class CatalogData:
     capture_rules: list[CaptureRuleRec] = field(default_factory=list)
     # torch.compile's default backend on the NPU: torch_npu's inductor lists per tag
     inductor_rules: list[InductorRuleRec] = field(default_factory=list)
+    # The vendor's profiling advisor: its affinity-API rules (opcheck.scrapers.advisor)
+    advisor_rules: list[AdvisorRuleRec] = field(default_factory=list)
     # The lines of code that print log messages (issue 28), for explain.
     message_templates: list[MessageTemplateRec] = field(default_factory=list)
 
@@ -536,4 +538,21 @@ class MessageTemplateRec:
     line: int = 0
     versions: str = ""
     newest: str = ""
+    source_id: int | None = None
+
+
+@dataclass
+class AdvisorRuleRec:
+    """A rule of msprof-analyze's advisor (``opcheck.scrapers.advisor``): ``kind`` aten (an
+    op chain) or optimizer (an optimizer's step), the API it recommends, the chain, the CANN
+    version of the first rule set adding it, its torch versions, file, line and URL."""
+
+    kind: str
+    api: str
+    pattern: str
+    cann: str = ""
+    torch: str = ""
+    path: str = ""
+    line: int = 0
+    url: str = ""
     source_id: int | None = None

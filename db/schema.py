@@ -33,6 +33,7 @@ from opcheck.db.data import (
     AclnnExceptionRec,
     AclnnFunctionRec,
     AclnnParamRec,
+    AdvisorRuleRec,
     ApiFacts,
     ApiOpRec,
     CaptureRuleRec,
@@ -198,6 +199,7 @@ TABLES: tuple[Table, ...] = (
     Table(t.OpBinary, lambda d: d.op_binaries),
     Table(t.CaptureRule, lambda d: d.capture_rules),
     Table(t.InductorRule, lambda d: d.inductor_rules),
+    Table(t.AdvisorRule, lambda d: d.advisor_rules),
     Table(t.MessageTemplate, lambda d: d.message_templates),
 )
 
@@ -294,6 +296,7 @@ FILES: tuple[File, ...] = (
     # optional: a snapshot written before the capture rules still reads (capture unknown)
     File("capture_rules.tsv", CaptureRuleRec, "capture_rules", optional=True),
     File("inductor_rules.tsv", InductorRuleRec, "inductor_rules", optional=True),
+    File("advisor_rules.tsv", AdvisorRuleRec, "advisor_rules", optional=True),
     # optional: a snapshot written before the message index still reads (explain unindexed)
     File("message_templates.tsv", MessageTemplateRec, "message_templates", optional=True),
 )

@@ -465,3 +465,19 @@ class MessageTemplate(CatalogTable, table=True):
     versions: str = ""
     newest: str = ""
     source_id: int | None = Field(default=None, foreign_key=_SOURCE)
+
+
+class AdvisorRule(CatalogTable, table=True):
+    """A rule of the vendor's profiling advisor that a trace can decide (``AdvisorRuleRec``)."""
+
+    __tablename__ = "advisor_rule"
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(index=True)
+    api: str
+    pattern: str
+    cann: str = ""
+    torch: str = ""
+    path: str = ""
+    line: int = 0
+    url: str = ""
+    source_id: int | None = Field(default=None, foreign_key=_SOURCE)

@@ -47,6 +47,7 @@ from opcheck.db.data import (
 from opcheck.scrapers import aclnn_codes, apidocs, apimap, npu_native, opplugin, releases, wheel
 from opcheck.scrapers.releases import CompatTable, MatrixResult, MatrixRow
 from opcheck.scrapers.rows import KernelRow, ReleaseTagRow
+from opcheck.sync.advisor import AdvisorRules
 from opcheck.sync.capture_rules import CaptureRules
 from opcheck.sync.context import Kernels, SyncContext, canonical_url
 from opcheck.sync.contract import AclnnDocs, OpApiSources
@@ -623,5 +624,6 @@ UPSTREAMS: tuple[Upstream, ...] = (
     CannBinaries(),
     CaptureRules(),
     InductorLowerings(),
+    AdvisorRules(),
     MessageSites(),
 )

@@ -20,6 +20,7 @@ from opcheck.db.data import (
     AclnnExceptionRec,
     AclnnFunctionRec,
     AclnnParamRec,
+    AdvisorRuleRec,
     ApiFacts,
     ApiOpRec,
     ApiSupportRec,
@@ -114,6 +115,8 @@ def _full() -> CatalogData:
                                          lines="136", sources="1")]
     full.inductor_rules = [InductorRuleRec("generate", "aten::mul", tags="v7.3.1-pytorch2.6.0",
                                            lines="16", sources="1")]
+    full.advisor_rules = [AdvisorRuleRec("optimizer", "torch_npu.optim.NpuFusedSGD", "SGD.step",
+                                         "6.3.RC2", "1.11.0", line=15)]
     full.message_templates = [MessageTemplateRec("self not implemented for %s", "cann",
                                                  "ops-math", "OP_CHECK_DTYPE_NOT_SUPPORT",
                                                  "error", anchor="implemented")]
