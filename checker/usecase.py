@@ -314,6 +314,7 @@ class CheckUseCase:
     def speed(self, request: CheckRequest, oplist: OpList, report: Report,
               release: ReleaseInfo) -> dict[str, Any]:
         """The report's speed section: its findings and the fused-op tips."""
+        from opcheck.checker.advisor import advisor_tips
         from opcheck.checker.speed import SYNC_TAGS, section, speed_findings
         from opcheck.checker.tips import fused_tips
         from opcheck.core.products import canonical_alias
@@ -324,7 +325,9 @@ class CheckUseCase:
         product = canonical_alias(request.hardware) if request.hardware else None
         findings, meta = speed_findings(report, oplist, self._tagged, product)
         judged = replace(release, cann=report.target.get("cann") or release.cann)
-        return section(findings, meta, fused_tips(self.catalog, oplist, judged, product))
+        tips = fused_tips(self.catalog, oplist, judged, product)
+        tips += advisor_tips(self.catalog, oplist, judged, product, {t["api"] for t in tips})
+        return section(findings, meta, tips)
 
     def restrictions(self, hardware: str | None) -> RestrictionLookup | None:
         if not self.with_restrictions:

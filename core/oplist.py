@@ -187,6 +187,12 @@ class OpList:
     ops: list[OpUse] = field(default_factory=list)
     complete: bool = True  # False: the trace stopped before the end of the model
     stopped: str = ""  # why and where it stopped (empty when complete)
+    # what a run's script set that decides speed (``opcheck.tracers.settings``): one dict per
+    # setting, ``{"kind": "optimizer"|"dataloader"|"to"|"anomaly"|"sync_batchnorm"|"env"|
+    # "compile_mode", "where": "file:line", ...}``; optional, so older op lists still read
+    settings: list[dict[str, Any]] = field(default_factory=list)
+    # whether any tensor reached the recorded device (None: not known, e.g. not a run)
+    on_device: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "kind": KIND}
@@ -266,6 +272,9 @@ class OpList:
                 ops=list(merged.values()),
                 complete=complete,
                 stopped="" if complete else str(doc.get("stopped", "")),
+                settings=[dict(x) for x in doc.get("settings", []) if isinstance(x, dict)],
+                on_device=(doc.get("on_device") if isinstance(doc.get("on_device"), bool)
+                           else None),
             )
         except OverflowError:  # a JSON number like 1e400 reads as inf, which int() refuses
             raise TraceError(

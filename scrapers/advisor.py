@@ -39,7 +39,7 @@ class AdvisorRow:
     line: int
 
 
-def _elements(pattern: str) -> list[str]:
+def split_chain(pattern: str) -> list[str]:
     """Split a chain on the ``-`` between elements (never inside a group)."""
     out, depth, cur = [], 0, ""
     for ch in pattern:
@@ -56,7 +56,7 @@ def _elements(pattern: str) -> list[str]:
 def check_pattern(pattern: str, kind: str) -> bool:
     if kind == OPTIMIZER:
         return bool(_STEP.match(pattern))
-    return all(_ELEMENT.match(e) for e in _elements(pattern))
+    return all(_ELEMENT.match(e) for e in split_chain(pattern))
 
 
 def _torch(ctx: yl.YamlCtx, value: object, line: int) -> str:
@@ -109,20 +109,3 @@ def parse(text: str, origin: Origin) -> list[AdvisorRow]:
         raise ctx.error("no rules", 1)
     return list(rows.values())
 
-
-def pattern_regex(pattern: str, aliases: dict[str, tuple[str, ...]] | None = None) -> str:
-    """The chain as a regex over op names each followed by ``-`` (``"gelu-mul-"``): an element
-    ``(a|b){0,1}`` matches ``(?:(?:a|b)-){0,1}``; ``aliases`` adds the names an op is also
-    recorded under (``chunk`` → ``split``)."""
-    out = []
-    for element in _elements(pattern):
-        m = re.match(r"^\(?([\w\s|]+)\)?(.*)$", element)
-        if m is None:  # check_pattern refused it at parse time
-            raise ValueError(f"not an advisor chain element: {element!r}")
-        names: list[str] = []
-        for raw in m.group(1).split("|"):
-            name = raw.strip().strip("_")
-            names += [name, *(aliases or {}).get(name, ())]
-        out.append(f"(?:(?:{'|'.join(map(re.escape, dict.fromkeys(names)))})-)"
-                   f"{m.group(2) or ''}")
-    return "".join(out)

@@ -4,8 +4,6 @@ hand-written broken files."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from testpaths import FIXTURES
 
@@ -40,15 +38,10 @@ def test_rules_become_rows_with_their_cann_version_and_line() -> None:
         assert r.pattern.split("-")[0].strip("()").split("|")[0] in lines[r.line - 1]
 
 
-def test_pattern_regex_follows_the_advisor_grammar() -> None:
-    rx = advisor.pattern_regex("(permute|transpose)-(contiguous){0,1}-(reshape|view)")
-    assert re.search(rx, "view-permute-contiguous-view-")
-    assert re.search(rx, "permute-view-")
-    assert not re.search(rx, "permute-add-view-")
-    rx = advisor.pattern_regex("softmax-(mul){0,1}-(masked_fill_|add)")
-    assert re.search(rx, "softmax-mul-masked_fill-")  # in-place or not: one name
-    chunk = advisor.pattern_regex("(slice|chunk)-gelu-mul", {"chunk": ("split",)})
-    assert re.search(chunk, "split-gelu-mul-") and not re.search(chunk, "gelu-mul-")
+def test_chains_split_on_the_dashes_between_elements() -> None:
+    assert advisor.split_chain("(permute|transpose)-(contiguous){0,1}-(reshape|view)") == [
+        "(permute|transpose)", "(contiguous){0,1}", "(reshape|view)"]
+    assert advisor.split_chain("add-layer_norm") == ["add", "layer_norm"]
 
 
 @pytest.mark.parametrize(("text", "message"), [
