@@ -118,29 +118,42 @@ def match_chains(oplist: OpList, rules: Sequence[AdvisorRule]) -> list[Hit]:
               if r.kind == ATEN and r.api.startswith("torch_npu.")]
     if not chains:
         return []
-    hits: dict[tuple[str, str], Hit] = {}
-    for key, names in _sites(oplist).items():
-        present = set(names)
-        here = [(r, c) for r, c in chains if c.holds(present)]
-        here = [(r, c) for r, c in here
-                if not any(c.names() < o.names() for _, o in here)]
-        for r, c in here:
-            ops = sorted({op for n in c.names() & present for op in names[n]})
-            hit = hits.setdefault((r.api, r.pattern), Hit(r, c, [], [], [], 0))
-            hit.keys.append(key)
-            hit.ops = sorted(set(hit.ops) | set(ops))
+    sites = _sites(oplist)
+    by_name: dict[str, set[str]] = defaultdict(set)  # name → the sites it was met at
+    for key, names in sites.items():
+        for n in names:
+            by_name[n].add(key)
+    empty: set[str] = set()
+    where: list[set[str]] = []
+    for _, c in chains:  # the sites holding every required element: one set op per element
+        held: set[str] | None = None
+        for element in c.required:
+            at = set().union(*(by_name.get(n, empty) for n in element))
+            held = at if held is None else held & at
+        where.append(held or set())
+    for i, (_, c) in enumerate(chains):  # a bigger chain at the same site wins
+        for k, (_, o) in enumerate(chains):
+            if where[i] and where[k] and c.names() < o.names():
+                where[i] -= where[k]
+    hits: list[Hit] = []
     by_op = {u.op: u for u in oplist.ops}
-    for hit in hits.values():
-        where = set(hit.keys)
+    for (r, c), keys in zip(chains, where, strict=True):
+        if not keys:
+            continue
+        wanted = c.names()
+        ops = sorted({op for k in keys for n, got in sites[k].items() if n in wanted
+                      for op in got})
+        lines: list[str] = []
         for use in oplist.ops:
-            if use.op in hit.ops and (where & set(use.locations)
-                                      or where & {f"module {m}" for m in use.modules}):
-                hit.lines += [loc for loc in use.locations if loc not in hit.lines]
-        hit.count = max((by_op[o].count for o in hit.ops if o in by_op), default=0)
+            if use.op in ops and (keys & set(use.locations)
+                                  or keys & {f"module {m}" for m in use.modules}):
+                lines += [loc for loc in use.locations if loc not in lines]
+        count = max((by_op[o].count for o in ops if o in by_op), default=0)
+        hits.append(Hit(r, c, sorted(keys), ops, lines, count))
     # a smaller chain whose ops a bigger chain's hit already replaces (gelu, in a GeGLU whose
     # chunk is on the line before) is part of that fusion
-    return [h for h in hits.values() if not any(
-        h.chain.names() < o.chain.names() and set(h.ops) <= set(o.ops) for o in hits.values())]
+    return [h for h in hits if not any(
+        h.chain.names() < o.chain.names() and set(h.ops) <= set(o.ops) for o in hits)]
 
 
 def _cann_ok(release: ReleaseInfo, rule: AdvisorRule) -> bool:

@@ -315,6 +315,8 @@ class CheckUseCase:
               release: ReleaseInfo) -> dict[str, Any]:
         """The report's speed section: its findings and the fused-op tips."""
         from opcheck.checker.advisor import advisor_tips
+        from opcheck.checker.runsettings import name_sync_causes, setting_findings
+        from opcheck.checker.shapes import dynamic_shape_findings
         from opcheck.checker.speed import SYNC_TAGS, section, speed_findings
         from opcheck.checker.tips import fused_tips
         from opcheck.core.products import canonical_alias
@@ -324,6 +326,10 @@ class CheckUseCase:
             self._tagged = ops_tagged(self.catalog.engine, SYNC_TAGS)
         product = canonical_alias(request.hardware) if request.hardware else None
         findings, meta = speed_findings(report, oplist, self._tagged, product)
+        findings += setting_findings(oplist.settings, int(meta["steps"]))
+        findings += dynamic_shape_findings(report, oplist, int(meta["steps"]),
+                                           str(meta["judged_on"]))
+        name_sync_causes(findings, oplist.settings)
         judged = replace(release, cann=report.target.get("cann") or release.cann)
         tips = fused_tips(self.catalog, oplist, judged, product)
         tips += advisor_tips(self.catalog, oplist, judged, product, {t["api"] for t in tips})

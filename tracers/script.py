@@ -401,6 +401,7 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from opcheck.tracers import composite_kernels, realdevice, redirect, runtime
+    from opcheck.tracers import settings as run_settings
 
     script = str(request["script"])
     argv = [str(a) for a in request.get("argv") or []]
@@ -440,8 +441,9 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     stop_line = ""
     sys.argv = [script, *argv]
     sys.path.insert(0, str(Path(script).parent))
+    recorded = run_settings.Settings(findings.user_line)
     try:
-        with session.active():
+        with session.active(), run_settings.recording(recorded):
             try:
                 if max_steps:
                     with budgeted(budget, str(Path(script).parent)):
@@ -472,9 +474,11 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
         # a loop cut short may be why (a list the script indexes later is shorter)
         error += f" (after opcheck shortened loops: {cuts}; --max-steps 0 runs every iteration)"
     ops = recorder.sorted_ops()
+    # nothing reached the device: a YES over no op would be silent about everything
+    no_device = _no_device(budget) if not (ops or error or budget.stopped) else ""
     phases = {m for u in ops for m in u.modules}
     notes = [f"finding: {f}" for f in findings.lines]
-    stopped = ""
+    stopped = no_device
     if budget.stopped:
         at = f" at {stop_line}" if stop_line else ""
         stopped = (f"{budget.stopped}{at}: that line and the code after it did not run "
@@ -497,9 +501,19 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
         mode="train" if {"backward", "optimizer"} & phases else "inference",
         notes=notes, ops=ops, complete=not (error or stopped),
         stopped=f"the script raised at {error}" if error else stopped,
+        settings=recorded.rows, on_device=bool(ops),
     )  # fmt: skip
     return {"ok": True, "oplist": ol.to_json(), "script_error": error,
             "findings": list(findings.lines)}  # fmt: skip
+
+
+def _no_device(budget: Budget) -> str:
+    """Why a run that recorded no op is not a YES: what ran on the CPU instead."""
+    ran = [f"{n} {what}" for n, what in ((budget.forwards, "forward calls"),
+                                         (budget.opt_steps, "optimizer steps")) if n]
+    return ("no tensor reached the device: the model and data stay on the CPU (no .cuda() / "
+            ".to(device) in the script" + (f"; {' and '.join(ran)} ran on the CPU" if ran
+                                            else "") + ")")
 
 
 def _script_line(tb: Any, script: str) -> str:

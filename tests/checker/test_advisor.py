@@ -4,6 +4,7 @@ from the mirror copy of Ascend/mstt under tests/fixtures."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -115,3 +116,92 @@ def test_sites_are_lines_or_a_module_with_its_children() -> None:
     assert match_chains(OpList("m", "runtime", "", ops=ol.ops[2:]), [rule]) == []
 
 
+
+
+# --- what a run's script sets --------------------------------------------------------------
+
+SCRIPTS = FIXTURES / "scripts"
+
+
+def _line(path: Path, text: str) -> str:
+    n = next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+    return f"{path.name}:{n}"
+
+
+def _at(locations: list[str]) -> list[str]:
+    return [f"{Path(p).name}:{n}" for p, _, n in (loc.rpartition(":") for loc in locations)]
+
+
+@pytest.fixture(scope="module")
+def cuda_style(cat: Catalog) -> Any:
+    pytest.importorskip("torch")
+    from opcheck.checker.usecase import CheckRequest, CheckUseCase, Recorded
+    from opcheck.tracers.script import run_script
+
+    uc = CheckUseCase(cat)
+    run = run_script(SCRIPTS / "train_cuda_style.py", max_steps=3, timeout=240,
+                     memory_mb=4096, composites=uc.composites())
+    return uc.run(CheckRequest(Recorded(run.oplist), torch_npu="2.7.1.post2",
+                               hardware="910B"))
+
+
+@pytest.mark.torch
+def test_the_cuda_style_script_gets_each_setting_at_its_line(cuda_style: Any) -> None:
+    script = SCRIPTS / "train_cuda_style.py"
+    speed = cuda_style.report.speed
+    found = {f["op"]: f for f in speed["findings"] if f["kind"] == "setting"}
+    expect = {
+        "DataLoader(pin_memory=False, num_workers=0)": "DataLoader(data",
+        "torch.autograd.set_detect_anomaly(True)": "set_detect_anomaly",
+        "nn.SyncBatchNorm (1 layer)": "convert_sync_batchnorm",
+        "Tensor.to(device) without non_blocking": 'x.to("cuda")',
+        "ASCEND_LAUNCH_BLOCKING=1": "ASCEND_LAUNCH_BLOCKING",
+    }
+    assert set(found) == set(expect)
+    for what, text in expect.items():
+        assert _at(found[what]["locations"]) == [_line(script, text)], what
+    # the blocking copies run every step (model.cuda() moves the parameters once: not one)
+    assert found["Tensor.to(device) without non_blocking"]["per_step"] == 2
+    # the syncs with no user line are anomaly mode's, and say so
+    [sync] = [f for f in speed["findings"] if f["kind"] == "host_sync"]
+    assert sync["locations"] == [] and "anomaly mode" in sync["why"] and sync["inferred"]
+    assert _line(script, "set_detect_anomaly") in sync["why"]
+    # the advisor's fused optimizer for the SGD the script built, at its line
+    sgd = next(t for t in speed["tips"] if t["api"] == "torch_npu.optim.NpuFusedSGD")
+    assert _at(sgd["call_sites"]) == [_line(script, "torch.optim.SGD")]
+    assert sgd["replaces"] == ["torch.optim.sgd.SGD"]
+
+
+@pytest.mark.torch
+def test_a_script_with_no_device_is_not_yes(cat: Catalog) -> None:
+    from opcheck.checker.usecase import CheckRequest, CheckUseCase, Recorded
+    from opcheck.core.vocab import FailOn, Verdict
+    from opcheck.tracers.script import run_script
+
+    uc = CheckUseCase(cat)
+    run = run_script(SCRIPTS / "cpu_only.py", max_steps=3, timeout=240, memory_mb=4096,
+                     composites=uc.composites())
+    assert run.oplist.on_device is False and not run.oplist.complete
+    result = uc.run(CheckRequest(Recorded(run.oplist), fail_on=FailOn.UNSUPPORTED,
+                                 allow_incomplete=True))
+    report = result.report
+    assert report.verdict is not Verdict.YES
+    [line] = [w for w in report.warnings if w.startswith("NO-DEVICE")]
+    assert "stay on the CPU" in line and "optimizer step" in line
+    strict = uc.run(CheckRequest(Recorded(run.oplist), fail_on=FailOn.UNSUPPORTED))
+    assert strict.exit_code == 1
+
+
+def test_settings_without_a_cost_make_no_finding() -> None:
+    from opcheck.checker.runsettings import setting_findings, sync_cause
+
+    fine = [{"kind": "dataloader", "where": "t.py:3", "pin_memory": True, "num_workers": 4},
+            {"kind": "env", "where": "environment", "name": "ASCEND_LAUNCH_BLOCKING",
+             "value": "0"},
+            {"kind": "env", "where": "t.py:1", "name": "TASK_QUEUE_ENABLE", "value": "2"}]
+    assert setting_findings(fine, 3) == []
+    [slow] = setting_findings([{"kind": "env", "where": "environment",
+                                "name": "TASK_QUEUE_ENABLE", "value": "0"}], 3)
+    assert slow.source.endswith("environment_variable_info.yaml")
+    assert sync_cause(fine) == ""
+    assert sync_cause([{"kind": "grad_scaler", "where": "t.py:9"}]).endswith("(set at t.py:9)")
