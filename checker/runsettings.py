@@ -70,7 +70,8 @@ def setting_findings(settings: Sequence[Mapping[str, Any]], steps: int) -> list[
                 "(`pin_memory=True`)", "synchronize (blocking copies)"))
         elif kind == "anomaly":
             out.append(_finding(
-                f"{s.get('api', 'torch.autograd.set_detect_anomaly')}(True)", where, 1, 1,
+                _anomaly_call(str(s.get("api", "torch.autograd.set_detect_anomaly"))), where,
+                1, 1,
                 "anomaly mode checks every backward output for NaN on the host (a host sync "
                 "per autograd function) and records a traceback per forward op",
                 "turn it off outside debugging (`torch.autograd.set_detect_anomaly(False)`)",
@@ -90,6 +91,10 @@ def setting_findings(settings: Sequence[Mapping[str, Any]], steps: int) -> list[
                 out.append(_finding(f"{s['name']}={s.get('value')}", where, 1, 1, why,
                                     instead, "environment_variable_info.yaml"))
     return out
+
+
+def _anomaly_call(api: str) -> str:
+    return f"{api}(True)" if api.endswith("set_detect_anomaly") else f"{api}()"
 
 
 def sync_cause(settings: Sequence[Mapping[str, Any]]) -> str:

@@ -99,14 +99,14 @@ def recording(settings: Settings) -> Iterator[Settings]:
 
     def anomaly(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if bool(args[0] if args else kwargs.get("mode", True)):
-            settings.add("anomaly", api="torch.autograd." + type(self).__name__)
+            settings.count("anomaly", api="torch.autograd." + type(self).__name__)
 
     undo.append(_wrap_init(torch.optim.Optimizer, optimizer))
     undo.append(_wrap_init(torch.utils.data.DataLoader, loader))
     undo.append(_wrap_init(torch.autograd.anomaly_mode.set_detect_anomaly, anomaly))
     undo.append(_wrap_init(torch.autograd.anomaly_mode.detect_anomaly,
-                           lambda s, a, k: settings.add("anomaly",
-                                                        api="torch.autograd.detect_anomaly")))
+                           lambda s, a, k: settings.count("anomaly",
+                                                          api="torch.autograd.detect_anomaly")))
     undo.append(_wrap_init(torch.nn.SyncBatchNorm,
                            lambda s, a, k: settings.count("sync_batchnorm")))
     for scaler in {getattr(torch.amp, "GradScaler", None),
