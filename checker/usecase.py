@@ -276,6 +276,11 @@ class CheckUseCase:
         on one target), else the request's."""
         target = target or self.target(request)
         oplist, problem = self.record(request.input)
+        jit = [s.get("jit_compile") for s in oplist.settings if s.get("kind") == "compile_mode"
+               and isinstance(s.get("jit_compile"), bool)]
+        if jit and request.jit_compile is None:
+            # the script's own torch.npu.set_compile_mode: the kernel paths it chose
+            request = replace(request, jit_compile=jit[-1])
         report = self.report(request, oplist, target)
         code = self.exit_code(request, report)
         if problem and not request.allow_incomplete:

@@ -137,14 +137,18 @@ def recording(settings: Settings) -> Iterator[Settings]:
     undo.append(lambda: setattr(torch.nn.Module, "to", module_to))
     npu = getattr(torch, "npu", None)
     compile_mode = getattr(npu, "set_compile_mode", None)
-    if npu is not None and compile_mode is not None:
+    if npu is not None:
+        # the recorded device has no compile modes: the call is recorded (the check then
+        # judges kernel paths with it) and answered
         def set_compile_mode(*args: Any, **kwargs: Any) -> Any:
             _safe(lambda: settings.add("compile_mode", jit_compile=kwargs.get(
                 "jit_compile", args[0] if args else None)))
-            return compile_mode(*args, **kwargs)
+            return compile_mode(*args, **kwargs) if compile_mode is not None else None
 
-        npu.set_compile_mode = set_compile_mode
-        undo.append(lambda: setattr(npu, "set_compile_mode", compile_mode))
+        with contextlib.suppress(AttributeError, TypeError):
+            npu.set_compile_mode = set_compile_mode
+            undo.append(lambda: setattr(npu, "set_compile_mode", compile_mode)
+                        if compile_mode is not None else delattr(npu, "set_compile_mode"))
     environ = type(os.environ)
     setitem = environ.__setitem__
     for name, value in sorted(os.environ.items()):

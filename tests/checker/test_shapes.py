@@ -61,3 +61,19 @@ def test_no_compile_finding_where_aclnn_runs(usecase: CheckUseCase, varlen: Any)
 
 def _line(text: str) -> int:
     return next(i for i, line in enumerate(SCRIPT.read_text().splitlines(), 1) if text in line)
+
+
+@pytest.mark.torch
+def test_the_scripts_own_compile_mode_decides(usecase: CheckUseCase, tmp_path: Path) -> None:
+    from opcheck.tracers.script import run_script
+
+    script = tmp_path / "varlen_jit_off.py"
+    text = SCRIPT.read_text()
+    script.write_text(text.replace("model = model.cuda()",
+                                   "torch.npu.set_compile_mode(jit_compile=False)\n"
+                                   "model = model.cuda()"))
+    oplist = run_script(script, timeout=240, memory_mb=4096,
+                        composites=usecase.composites()).oplist
+    assert oplist.complete  # the recorded device answers set_compile_mode
+    assert [s["jit_compile"] for s in oplist.settings if s["kind"] == "compile_mode"] == [False]
+    assert _dynamic(usecase, oplist, hardware="910A") == []
