@@ -232,7 +232,12 @@ def check(
     findings.sort(key=lambda f: (-f.status.severity, -int(f.restricted), -f.count, f.op))
     counts = Counter(f.status for f in findings)
     warnings = []
-    if not oplist.complete:
+    if oplist.on_device is False and not oplist.complete:
+        # the run ended, but no tensor ever reached the device: one line, not a YES
+        warnings.append(f"NO-DEVICE: {oplist.stopped or 'no tensor reached the device'}; "
+                        "nothing was checked: move the model and its inputs to the device "
+                        "(`model.to(device)`, `x.to(device)`) and run it again")
+    elif not oplist.complete:
         why = oplist.stopped or "no reason recorded"
         if oplist.method == "run" and "--max-steps" in why:
             how = "raise --max-steps (0: no limit) and run it again"

@@ -329,12 +329,27 @@ def _minor_text(version: str) -> str:
 
 def _generated(op: str, entries: list[InductorEntry]) -> InductorEntry | None:
     packet = op.split(".", 1)[0]
+    rest = None
     for e in entries:
+        if e.kind == "generate_rest":  # the fallback-list format: all but the fallbacks
+            rest = e
         if e.kind == "generate" and (e.name == op or e.name == packet):
             return e
         if e.kind == "generate_prefix" and e.name in op:
             return e
-    return None
+    return rest
+
+
+def _before_inductor(cat: Catalog, rel: ReleaseInfo, tags: set[str]) -> str:
+    """The first torch line whose torch_npu has ``_inductor`` (a tag with its lists in the
+    catalog), when ``rel`` belongs to an older line: there inductor has no NPU backend."""
+    by_tag = {r.tag: r for r in cat.releases if r.tag}
+    lines = {_minor_text(t.rsplit("pytorch", 1)[-1]) for t in tags}
+    known = sorted((by_tag[t] for t in tags if t in by_tag), key=lambda r: r.sort_key)
+    if not known or _minor(rel) in lines:
+        return ""
+    first = known[0]
+    return first.torch_npu if rel.sort_key < first.sort_key else ""
 
 
 def inductor_check(cat: Catalog, rel: ReleaseInfo,
@@ -346,6 +361,15 @@ def inductor_check(cat: Catalog, rel: ReleaseInfo,
     entries = inductor_at(cat.engine, tag) if tag else []
     basis = (f"torch_npu's _inductor at {tag}" if tag and not inferred
              else f"inferred from torch_npu's _inductor at {tag}" if tag else "")
+    first = "" if entries else _before_inductor(cat, rel, tags)
+    if first:
+        return {"verdict": "NO", "tag": "", "inferred": False, "basis": "",
+                "generated": [], "eager": [{"op": op, "count": count, "eager": status}
+                                           for op, count, status in ops], "notes": [
+                    f"inductor: torch_npu {rel.torch_npu} has no _inductor: torch.compile's "
+                    f"default backend has no NPU backend there (torch_npu's _inductor first "
+                    f"appears in the catalog at {first}); use the torchair backend or a newer "
+                    "release"]}
     if not entries:
         return {"verdict": "UNKNOWN", "tag": "", "inferred": False, "basis": "",
                 "generated": [], "eager": [], "notes": [

@@ -107,7 +107,8 @@ class SpeedFinding:
 
 
 KIND_LABELS = {"host_sync": "host sync", "aicpu": "AI CPU", "cpu_fallback": "CPU round trip",
-               "foreach_slow": "per-tensor foreach", "collective": "HCCL collective"}
+               "foreach_slow": "per-tensor foreach", "collective": "HCCL collective",
+               "dynamic_shape": "dynamic shape", "setting": "script setting"}
 
 
 def steps_of(oplist: OpList) -> tuple[int, str]:
@@ -319,6 +320,8 @@ def speed_lines(speed: Mapping[str, Any]) -> list[str]:
         where = ", ".join(s["locations"][:3]) or "line unknown"
         per = s["per_step"]
         per_text = f"{per:g} per {unit}" if unit != "run" else f"{s['count']} in the run"
+        if s["kind"] == "setting" and s["count"] == 1:
+            per_text = "set once"
         api = f" via {', '.join(s['apis'][:2])}" if s.get("apis") else ""
         stop = " [the fake trace stopped here]" if s.get("stopped_here") else ""
         inf = " (inferred)" if s.get("inferred") else ""

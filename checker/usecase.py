@@ -277,6 +277,11 @@ class CheckUseCase:
         on one target), else the request's."""
         target = target or self.target(request)
         oplist, problem = self.record(request.input)
+        jit = [s.get("jit_compile") for s in oplist.settings if s.get("kind") == "compile_mode"
+               and isinstance(s.get("jit_compile"), bool)]
+        if jit and request.jit_compile is None:
+            # the script's own torch.npu.set_compile_mode: the kernel paths it chose
+            request = replace(request, jit_compile=jit[-1])
         report = self.report(request, oplist, target)
         code = self.exit_code(request, report)
         if problem and not request.allow_incomplete:
@@ -315,6 +320,9 @@ class CheckUseCase:
     def speed(self, request: CheckRequest, oplist: OpList, report: Report,
               release: ReleaseInfo) -> dict[str, Any]:
         """The report's speed section: its findings and the fused-op tips."""
+        from opcheck.checker.advisor import advisor_tips
+        from opcheck.checker.runsettings import name_sync_causes, setting_findings
+        from opcheck.checker.shapes import dynamic_shape_findings
         from opcheck.checker.speed import SYNC_TAGS, section, speed_findings
         from opcheck.checker.tips import fused_tips
         from opcheck.core.products import canonical_alias
@@ -324,8 +332,14 @@ class CheckUseCase:
             self._tagged = ops_tagged(self.catalog.engine, SYNC_TAGS)
         product = canonical_alias(request.hardware) if request.hardware else None
         findings, meta = speed_findings(report, oplist, self._tagged, product)
+        findings += setting_findings(oplist.settings, int(meta["steps"]))
+        findings += dynamic_shape_findings(report, oplist, int(meta["steps"]),
+                                           str(meta["judged_on"]))
+        name_sync_causes(findings, oplist.settings)
         judged = replace(release, cann=report.target.get("cann") or release.cann)
-        return section(findings, meta, fused_tips(self.catalog, oplist, judged, product))
+        tips = fused_tips(self.catalog, oplist, judged, product)
+        tips += advisor_tips(self.catalog, oplist, judged, product, {t["api"] for t in tips})
+        return section(findings, meta, tips)
 
     def restrictions(self, hardware: str | None) -> RestrictionLookup | None:
         if not self.with_restrictions:

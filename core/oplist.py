@@ -196,6 +196,12 @@ class OpList:
     # fallback where code reads tensor values); "" for static listings and logs. Optional in
     # the document (readers of schema 2 without it ignore it), so the schema version stays.
     recorder: str = ""
+    # what a run's script set that decides speed (``opcheck.tracers.settings``): one dict per
+    # setting, ``{"kind": "optimizer"|"dataloader"|"to"|"anomaly"|"sync_batchnorm"|"env"|
+    # "compile_mode", "where": "file:line", ...}``; optional, so older op lists still read
+    settings: list[dict[str, Any]] = field(default_factory=list)
+    # whether any tensor reached the recorded device (None: not known, e.g. not a run)
+    on_device: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "kind": KIND}
@@ -276,6 +282,9 @@ class OpList:
                 complete=complete,
                 stopped="" if complete else str(doc.get("stopped", "")),
                 recorder=str(doc.get("recorder", "")),
+                settings=[dict(x) for x in doc.get("settings", []) if isinstance(x, dict)],
+                on_device=(doc.get("on_device") if isinstance(doc.get("on_device"), bool)
+                           else None),
             )
         except OverflowError:  # a JSON number like 1e400 reads as inf, which int() refuses
             raise TraceError(

@@ -150,6 +150,7 @@ if TYPE_CHECKING:
     MessageTemplateRec = t.MessageTemplate
     OpAclTypeRec = t.OpAclType
     HcclFactRec = t.HcclFact
+    AdvisorRuleRec = t.AdvisorRule
 else:
     SourceRec = record_of(t.Source)
     ReleaseRec = record_of(_ReleaseRec, after="source_id")
@@ -178,6 +179,7 @@ else:
     MessageTemplateRec = record_of(t.MessageTemplate)
     OpAclTypeRec = record_of(t.OpAclType)
     HcclFactRec = record_of(t.HcclFact)
+    AdvisorRuleRec = record_of(t.AdvisorRule)
 
 
 @dataclass(frozen=True)
@@ -265,6 +267,8 @@ class CatalogData:
     op_acl_types: list[OpAclTypeRec] = field(default_factory=list)
     # Distributed on HCCL (issue 41): torch_npu's process-group facts per tag
     hccl_facts: list[HcclFactRec] = field(default_factory=list)
+    # The vendor's profiling advisor: its affinity-API rules (opcheck.scrapers.advisor)
+    advisor_rules: list[AdvisorRuleRec] = field(default_factory=list)
 
     def add_source(self, scraper: str, path: str, *, url: str = "", ref: str = "",
                    commit: str = "", sha256: str = "", rows: int = 0) -> int:

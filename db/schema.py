@@ -32,6 +32,7 @@ from opcheck.db.data import (
     AclnnExceptionRec,
     AclnnFunctionRec,
     AclnnParamRec,
+    AdvisorRuleRec,
     ApiFacts,
     ApiOpRec,
     CaptureRuleRec,
@@ -193,6 +194,7 @@ TABLES: tuple[Table, ...] = (
     Table(t.CaptureRule, lambda d: d.capture_rules),
     Table(t.InductorRule, lambda d: d.inductor_rules),
     Table(t.OpAclType, lambda d: d.op_acl_types),
+    Table(t.AdvisorRule, lambda d: d.advisor_rules),
     Table(t.MessageTemplate, lambda d: d.message_templates),
     Table(t.HcclFact, lambda d: d.hccl_facts),
 )
@@ -290,6 +292,7 @@ FILES: tuple[File, ...] = (
     # optional: a snapshot written before the capture rules still reads (capture unknown)
     File("capture_rules.tsv", CaptureRuleRec, "capture_rules", optional=True),
     File("inductor_rules.tsv", InductorRuleRec, "inductor_rules", optional=True),
+    File("advisor_rules.tsv", AdvisorRuleRec, "advisor_rules", optional=True),
     # optional: a snapshot written before the message index still reads (explain unindexed)
     File("message_templates.tsv", MessageTemplateRec, "message_templates", optional=True),
     # optional: a snapshot written before the acl_op op types still reads (op types unknown)

@@ -564,3 +564,19 @@ class HcclFact(CatalogTable, table=True):
     tags: str = ""
     lines: str = ""
     sources: str = ""
+
+
+class AdvisorRule(CatalogTable, table=True):
+    """A rule of the vendor's profiling advisor that a trace can decide (``AdvisorRuleRec``)."""
+
+    __tablename__ = "advisor_rule"
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(index=True)
+    api: str
+    pattern: str
+    cann: str = ""
+    torch: str = ""
+    path: str = ""
+    line: int = 0
+    url: str = ""
+    source_id: int | None = Field(default=None, foreign_key=_SOURCE)

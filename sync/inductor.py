@@ -10,20 +10,25 @@ Rows are grouped across tags as the capture rules are.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 from opcheck.core.errors import OpcheckError
 from opcheck.db.data import InductorRuleRec
 from opcheck.scrapers import inductor
+from opcheck.scrapers.rows import Origin
 from opcheck.sync.context import SyncContext
 
 PYTORCH = "github/Ascend/pytorch"
 INIT = "torch_npu/_inductor/__init__.py"
 LISTS = "torch_npu/_inductor/lowering_op_list.py"
+# the newer format of some tags: the ops kept eager, and those with torch_npu's own lowering
+FALLBACKS = "torch_npu/_inductor/lowering_fallback_list.py"
+OVERRIDES = "torch_npu/_inductor/lowering_override_list.py"
 
 
 class InductorLowerings:
     name = "inductor"
-    reads = f"{PYTORCH}/<tag>/{{{INIT}, {LISTS}}}"
+    reads = f"{PYTORCH}/<tag>/{{{INIT}, {LISTS} | {FALLBACKS} + {OVERRIDES}}}"
     parser = "opcheck.scrapers.inductor"
     adds = "inductor_rules (per tag: the NPU inductor backend, ops it generates, fallbacks)"
 
@@ -34,9 +39,15 @@ class InductorLowerings:
         groups: dict[tuple[str, str, str], list[tuple[str, int, int]]] = defaultdict(list)
         read = 0
         for tag in tags:
-            if not ctx.source.exists(f"{PYTORCH}/{tag}/{LISTS}"):
+            files: tuple[tuple[str, Callable[[str, Origin], list[inductor.InductorRow]]], ...]
+            if ctx.source.exists(f"{PYTORCH}/{tag}/{LISTS}"):
+                files = ((INIT, inductor.parse_init), (LISTS, inductor.parse))
+            elif ctx.source.exists(f"{PYTORCH}/{tag}/{FALLBACKS}"):
+                files = ((INIT, inductor.parse_init), (FALLBACKS, inductor.parse_fallbacks),
+                         (OVERRIDES, inductor.parse_overrides))
+            else:
                 continue
-            for rel, parser in ((INIT, inductor.parse_init), (LISTS, inductor.parse)):
+            for rel, parser in files:
                 path = f"{PYTORCH}/{tag}/{rel}"
                 if not ctx.source.exists(path):
                     continue

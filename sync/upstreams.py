@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from opcheck.sync.aclops import AclOpSources
+from opcheck.sync.advisor import AdvisorRules
 from opcheck.sync.apis import AclnnCodes, ApiDocs, ApiMap, PytorchUniverse
 from opcheck.sync.capture_rules import CaptureRules
 from opcheck.sync.context import SyncContext
@@ -69,4 +70,5 @@ UPSTREAMS: tuple[Upstream, ...] = (
     MessageSites(),
     AclOpSources(),
     HcclFacts(),
+    AdvisorRules(),
 )

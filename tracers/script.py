@@ -402,6 +402,7 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from opcheck.tracers import composite_kernels, realdevice, redirect, runtime
+    from opcheck.tracers import settings as run_settings
 
     script = str(request["script"])
     argv = [str(a) for a in request.get("argv") or []]
@@ -443,8 +444,9 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     stop_line = ""
     sys.argv = [script, *argv]
     sys.path.insert(0, str(Path(script).parent))
+    recorded = run_settings.Settings(findings.user_line)
     try:
-        with session.active():
+        with session.active(), run_settings.recording(recorded):
             try:
                 if max_steps:
                     with budgeted(budget, str(Path(script).parent)):
@@ -476,9 +478,11 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
         error += f" (after opcheck shortened loops: {cuts}; --max-steps 0 runs every iteration)"
     ops = recorder.sorted_ops()
     group_note = findings.collectives.merge_into(ops)
+    # nothing reached the device: a YES over no op would be silent about everything
+    no_device = _no_device(budget) if not (ops or error or budget.stopped) else ""
     phases = {m for u in ops for m in u.modules}
     notes = [f"finding: {f}" for f in findings.lines] + ([group_note] if group_note else [])
-    stopped = ""
+    stopped = no_device
     if budget.stopped:
         at = f" at {stop_line}" if stop_line else ""
         stopped = (f"{budget.stopped}{at}: that line and the code after it did not run "
@@ -502,9 +506,19 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
         notes=notes, ops=ops, complete=not (error or stopped),
         stopped=f"the script raised at {error}" if error else stopped,
         recorder=RECORDER_REAL,
+        settings=recorded.rows, on_device=bool(ops),
     )  # fmt: skip
     return {"ok": True, "oplist": ol.to_json(), "script_error": error,
             "findings": list(findings.lines)}  # fmt: skip
+
+
+def _no_device(budget: Budget) -> str:
+    """Why a run that recorded no op is not a YES: what ran on the CPU instead."""
+    ran = [f"{n} {what}" for n, what in ((budget.forwards, "forward calls"),
+                                         (budget.opt_steps, "optimizer steps")) if n]
+    return ("no tensor reached the device: the model and data stay on the CPU (no .cuda() / "
+            ".to(device) in the script" + (f"; {' and '.join(ran)} ran on the CPU" if ran
+                                            else "") + ")")
 
 
 def _script_line(tb: Any, script: str) -> str:

@@ -395,3 +395,51 @@ def test_inductor_with_an_eager_problem_is_not_yes(inductor_cat: Catalog) -> Non
     assert ind["verdict"] == ("NO" if "unsupported" in eager.values() else "MAYBE")
     assert "torch.compile default backend (inductor)" in graph_text(
         graph_check(inductor_cat, _oplist(*ops), "2.1.0.post17"))
+
+
+REAL_INDUCTOR = {  # release → (torch, its tag), in release order
+    "2.5.1.post3": ("2.5.1", "v7.1.0.2-pytorch2.5.1"),  # no _inductor in the 2.5 line
+    "2.6.0.post3": ("2.6.0", "v7.2.0-pytorch2.6.0"),  # not mirrored: its line's tags judge it
+    "2.6.0.post6": ("2.6.0", "v7.3.1-pytorch2.6.0"),  # the newest of the 2.6 line: mirrored
+    "2.7.1.post8": ("2.7.1", "v26.1.0-pytorch2.7.1"),  # the fallback-list format
+    "2.10.0.post4": ("2.10.0", "v26.1.0-pytorch2.10.0"),  # GENERATE_LIST format
+}
+
+
+@pytest.fixture(scope="module")
+def real_inductor(upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    from opcheck.sync.inductor import InductorLowerings
+
+    data = CatalogData()
+    data.releases = [ReleaseRec(rel, torch, tag=tag, sort_key=i, kernel_source="op_plugin")
+                     for i, (rel, (torch, tag)) in enumerate(REAL_INDUCTOR.items())]
+    data.operators = [OperatorRec(op, "aten", op[6:].split(".")[0], "")
+                      for op in ("aten::add.Tensor", "aten::mm", "aten::_cdist_forward")]
+    ctx = SyncContext(MirrorSource(upstream))
+    ctx.data = data
+    InductorLowerings().collect(ctx)
+    assert ctx.failures == []
+    path = write_catalog(data, tmp_path_factory.mktemp("real_inductor") / "catalog.sqlite")
+    return Catalog.load(make_engine(path))
+
+
+def test_inductor_verdict_per_release_on_the_real_sources(real_inductor: Catalog) -> None:
+    ops = _oplist("aten::add.Tensor", "aten::_cdist_forward")
+    verdicts = {rel: graph_check(real_inductor, ops, rel)["inductor"] for rel in REAL_INDUCTOR}
+    assert all(v["verdict"] != "UNKNOWN" for v in verdicts.values())
+    # 2.6.0.post3's own tag is not mirrored: the nearest tag of the 2.6 line, labelled
+    six = verdicts["2.6.0.post3"]
+    assert six["inferred"] and six["tag"] == "v7.3.1-pytorch2.6.0"
+    assert "aten::add.Tensor" in {o["op"] for o in six["generated"]}
+    ten = verdicts["2.10.0.post4"]
+    assert not ten["inferred"] and ten["tag"] == "v26.1.0-pytorch2.10.0"
+    assert ten["generated"][0]["where"].startswith("torch_npu/_inductor/lowering_op_list.py:")
+    # the fallback-list format: every op but the listed fallbacks is lowered
+    seven = verdicts["2.7.1.post8"]
+    assert [o["op"] for o in seven["generated"]] == ["aten::add.Tensor"]
+    assert [o["op"] for o in seven["eager"]] == ["aten::_cdist_forward"]
+    assert seven["generated"][0]["where"].startswith("torch_npu/_inductor/lowering_fallback")
+    # before torch_npu had _inductor: no NPU backend, said so
+    five = verdicts["2.5.1.post3"]
+    assert five["verdict"] == "NO" and not five["generated"]
+    assert "has no _inductor" in five["notes"][0] and "2.6.0.post6" in five["notes"][0]

@@ -20,6 +20,7 @@ from opcheck.db.data import (
     AclnnExceptionRec,
     AclnnFunctionRec,
     AclnnParamRec,
+    AdvisorRuleRec,
     ApiFacts,
     ApiOpRec,
     ApiSupportRec,
@@ -119,6 +120,8 @@ def _full() -> CatalogData:
     full.hccl_facts = [HcclFactRec(kind="refused", subject="gather", message="ProcessGroupHCCL does not "
                                    "support gather", tags="v7.3.1-pytorch2.6.0", lines="1",
                                    sources="1")]
+    full.advisor_rules = [AdvisorRuleRec(kind="optimizer", api="torch_npu.optim.NpuFusedSGD", pattern="SGD.step",
+                                         cann="6.3.RC2", torch="1.11.0", line=15)]
     full.message_templates = [MessageTemplateRec("self not implemented for %s", "cann",
                                                  "ops-math", "OP_CHECK_DTYPE_NOT_SUPPORT",
                                                  "error", anchor="implemented")]

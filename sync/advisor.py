@@ -1,0 +1,45 @@
+"""The vendor's profiling advisor rules (msprof-analyze ``advisor`` in the public Ascend/mstt
+repository), pinned to one commit: its affinity-API rules (``opcheck.scrapers.advisor``), so a
+new advisor rule arrives with a sync and moving :data:`PIN` is the whole update.
+
+A source without the file (a mirror made before this upstream) gives no rows and a note: the
+checker then has no advisor rules (no fused-op tips from them), and says so.
+"""
+
+from __future__ import annotations
+
+from opcheck.core.errors import OpcheckError
+from opcheck.db.data import AdvisorRuleRec
+from opcheck.scrapers import advisor
+from opcheck.sync.context import SyncContext
+
+MSTT = "github/Ascend/mstt"
+PIN = "1924e9c75b6c7bf9274584d86035d296481fb8a7"
+RULES = f"{MSTT}/{PIN}/{advisor.PATH}"
+
+
+class AdvisorRules:
+    name = "advisor"
+    reads = RULES
+    parser = "opcheck.scrapers.advisor"
+    adds = "advisor_rules (msprof-analyze's affinity-API rules: op chains and optimizer steps)"
+
+    def collect(self, ctx: SyncContext) -> None:
+        ctx.progress("advisor rules")
+        if not ctx.source.exists(RULES):
+            ctx.notes.append(f"advisor: no {RULES} in the source: the profiling advisor's "
+                             "fused-op and fused-optimizer rules are not in the catalog")
+            return
+        try:
+            got, sid = ctx.fetch(RULES, self.name)
+            rows = ctx.parsed(got, advisor.parse)
+        except OpcheckError as exc:
+            ctx.failures.append(str(exc))
+            return
+        ctx.count(sid, len(rows))
+        url = f"https://github.com/Ascend/mstt/blob/{PIN}/{advisor.PATH}"
+        ctx.data.advisor_rules = [
+            AdvisorRuleRec(kind=r.kind, api=r.api, pattern=r.pattern, cann=r.cann, torch=r.torch,
+                           path=advisor.PATH, line=r.line, url=f"{url}#L{r.line}", source_id=sid)
+            for r in rows
+        ]

@@ -1,0 +1,207 @@
+"""The profiling advisor's rules decided on traces: the bundled catalog plus the rules synced
+from the mirror copy of Ascend/mstt under tests/fixtures."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from testpaths import FIXTURES, TESTS
+
+from opcheck.checker.advisor import Chain, advisor_tips, match_chains
+from opcheck.core.oplist import OpList, OpUse
+from opcheck.db.build import write_catalog
+from opcheck.db.catalog import Catalog
+from opcheck.db.engine import make_engine
+from opcheck.sync.advisor import AdvisorRules
+from opcheck.sync.context import SyncContext
+from opcheck.sync.sources import MirrorSource
+
+
+@pytest.fixture(scope="module")
+def cat(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    from opcheck.core.paths import snapshot_dir
+    from opcheck.db.snapshot import read_snapshot
+
+    data = read_snapshot(snapshot_dir())
+    ctx = SyncContext(MirrorSource(FIXTURES / "mirror"))
+    ctx.data = data
+    AdvisorRules().collect(ctx)
+    assert ctx.failures == [] and data.advisor_rules
+    return Catalog.load(make_engine(write_catalog(
+        data, tmp_path_factory.mktemp("advised") / "catalog.sqlite")))
+
+
+@pytest.fixture(scope="module")
+def traced() -> list[tuple[OpList, str]]:
+    pytest.importorskip("torch")
+    from opcheck.tracers import runtime
+    from opcheck.tracers.composites import watched_composites
+    from opcheck.tracers.inputs import InputSpec
+
+    sys.path.insert(0, str(TESTS))
+    from models import fusions
+
+    return [(runtime.trace_module(model, InputSpec(), example_args=args,
+                                  label=type(model).__name__,
+                                  composites=watched_composites()), api)
+            for model, args, api in fusions.cases()]
+
+
+def _release(cat: Catalog, name: str) -> Any:
+    return next(r for r in cat.releases if r.torch_npu == name)
+
+
+def test_chains_keep_required_elements_and_the_npu_names() -> None:
+    chain = Chain.parse("(permute|transpose)-(contiguous){0,1}-(reshape|view)")
+    assert len(chain.required) == 2 and "unsafe_view" in chain.required[1]
+    assert chain.holds({"permute", "view"}) and not chain.holds({"permute", "clone"})
+    assert Chain.parse("(slice|chunk)-gelu-mul").holds({"split", "gelu", "mul"})
+
+
+@pytest.mark.torch
+def test_the_five_advisor_fusions_get_their_api_on_910b(cat: Catalog,
+                                                         traced: list[tuple[OpList, str]]
+                                                         ) -> None:
+    release = _release(cat, "2.7.1.post2")
+    for oplist, api in traced:
+        tips = advisor_tips(cat, oplist, release, "910B")
+        got = {t["api"]: t for t in tips}
+        assert api in got, (oplist.model, list(got))
+        tip = got[api]
+        assert tip["call_sites"] and all("fusions.py:" in s for s in tip["call_sites"])
+        assert tip["source"].startswith("https://github.com/Ascend/mstt/blob/")
+        assert "no call order" in tip["why"] and tip["inferred"]
+        # the GeGLU's gelu is part of npu_geglu: no separate fast_gelu tip there
+        if api == "torch_npu.npu_geglu":
+            assert "torch_npu.fast_gelu" not in got
+
+
+@pytest.mark.torch
+def test_no_advisor_tip_where_the_kernel_is_missing(cat: Catalog,
+                                                    traced: list[tuple[OpList, str]]) -> None:
+    lacking = 0
+    for oplist, api in traced:
+        kernel = "npu::" + api.rsplit(".", 1)[-1]
+        old = next((r for r in cat.releases if r.has_kernels
+                    and not cat.kernel_facts(r.torch_npu, kernel)), None)
+        if old is not None:  # a release from before the kernel: no tip for it
+            lacking += 1
+            assert api not in {t["api"] for t in advisor_tips(cat, oplist, old, "910B")}
+    assert lacking >= 3  # geglu, group_norm_silu, add_layer_norm came later
+    # a product the kernel's aclnn docs do not list gets no tip for it either
+    release = _release(cat, "2.7.1.post2")
+    for oplist, api in traced:
+        on_910a = {t["api"] for t in advisor_tips(cat, oplist, release, "910A")}
+        if api in ("torch_npu.npu_geglu", "torch_npu.npu_group_norm_silu",
+                   "torch_npu.npu_add_layer_norm"):  # aclnn-only kernels not documented there
+            assert api not in on_910a
+
+
+def test_sites_are_lines_or_a_module_with_its_children() -> None:
+    ol = OpList("m", "runtime", "runtime-dispatch", ops=[
+        OpUse("aten::native_group_norm", 2, modules=["blocks.0.norm"], locations=["m.py:9"]),
+        OpUse("aten::silu", 2, modules=["blocks.0"], locations=["m.py:9"]),
+        OpUse("aten::silu", 1, modules=["head"], locations=["m.py:30"]),
+    ])
+    from opcheck.db.advisor import AdvisorRule
+
+    rule = AdvisorRule("aten", "torch_npu.npu_group_norm_silu", "group_norm-silu", "8.0.RC1",
+                       "", "x.yaml", 3, "")
+    [hit] = match_chains(ol, [rule])
+    assert hit.ops == ["aten::native_group_norm", "aten::silu"]
+    assert hit.lines == ["m.py:9"] and hit.count == 2
+    assert match_chains(OpList("m", "runtime", "", ops=ol.ops[2:]), [rule]) == []
+
+
+
+
+# --- what a run's script sets --------------------------------------------------------------
+
+SCRIPTS = FIXTURES / "scripts"
+
+
+def _line(path: Path, text: str) -> str:
+    n = next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+    return f"{path.name}:{n}"
+
+
+def _at(locations: list[str]) -> list[str]:
+    return [f"{Path(p).name}:{n}" for p, _, n in (loc.rpartition(":") for loc in locations)]
+
+
+@pytest.fixture(scope="module")
+def cuda_style(cat: Catalog) -> Any:
+    pytest.importorskip("torch")
+    from opcheck.checker.usecase import CheckRequest, CheckUseCase, Recorded
+    from opcheck.tracers.script import run_script
+
+    uc = CheckUseCase(cat)
+    run = run_script(SCRIPTS / "train_cuda_style.py", max_steps=3, timeout=240,
+                     memory_mb=4096, composites=uc.composites())
+    return uc.run(CheckRequest(Recorded(run.oplist), torch_npu="2.7.1.post2",
+                               hardware="910B"))
+
+
+@pytest.mark.torch
+def test_the_cuda_style_script_gets_each_setting_at_its_line(cuda_style: Any) -> None:
+    script = SCRIPTS / "train_cuda_style.py"
+    speed = cuda_style.report.speed
+    found = {f["op"]: f for f in speed["findings"] if f["kind"] == "setting"}
+    expect = {
+        "DataLoader(pin_memory=False, num_workers=0)": "DataLoader(data",
+        "torch.autograd.set_detect_anomaly(True)": "set_detect_anomaly",
+        "nn.SyncBatchNorm (1 layer)": "convert_sync_batchnorm",
+        "Tensor.to(device) without non_blocking": 'x.to("cuda")',
+        "ASCEND_LAUNCH_BLOCKING=1": "ASCEND_LAUNCH_BLOCKING",
+    }
+    assert set(found) == set(expect)
+    for what, text in expect.items():
+        assert _at(found[what]["locations"]) == [_line(script, text)], what
+    # the blocking copies run every step (model.cuda() moves the parameters once: not one)
+    assert found["Tensor.to(device) without non_blocking"]["per_step"] == 2
+    # the syncs with no user line are anomaly mode's, and say so
+    [sync] = [f for f in speed["findings"] if f["kind"] == "host_sync"]
+    assert sync["locations"] == [] and "anomaly mode" in sync["why"] and sync["inferred"]
+    assert _line(script, "set_detect_anomaly") in sync["why"]
+    # the advisor's fused optimizer for the SGD the script built, at its line
+    sgd = next(t for t in speed["tips"] if t["api"] == "torch_npu.optim.NpuFusedSGD")
+    assert _at(sgd["call_sites"]) == [_line(script, "torch.optim.SGD")]
+    assert sgd["replaces"] == ["torch.optim.sgd.SGD"]
+
+
+@pytest.mark.torch
+def test_a_script_with_no_device_is_not_yes(cat: Catalog) -> None:
+    from opcheck.checker.usecase import CheckRequest, CheckUseCase, Recorded
+    from opcheck.core.vocab import FailOn, Verdict
+    from opcheck.tracers.script import run_script
+
+    uc = CheckUseCase(cat)
+    run = run_script(SCRIPTS / "cpu_only.py", max_steps=3, timeout=240, memory_mb=4096,
+                     composites=uc.composites())
+    assert run.oplist.on_device is False and not run.oplist.complete
+    result = uc.run(CheckRequest(Recorded(run.oplist), fail_on=FailOn.UNSUPPORTED,
+                                 allow_incomplete=True))
+    report = result.report
+    assert report.verdict is not Verdict.YES
+    [line] = [w for w in report.warnings if w.startswith("NO-DEVICE")]
+    assert "stay on the CPU" in line and "optimizer step" in line
+    strict = uc.run(CheckRequest(Recorded(run.oplist), fail_on=FailOn.UNSUPPORTED))
+    assert strict.exit_code == 1
+
+
+def test_settings_without_a_cost_make_no_finding() -> None:
+    from opcheck.checker.runsettings import setting_findings, sync_cause
+
+    fine = [{"kind": "dataloader", "where": "t.py:3", "pin_memory": True, "num_workers": 4},
+            {"kind": "env", "where": "environment", "name": "ASCEND_LAUNCH_BLOCKING",
+             "value": "0"},
+            {"kind": "env", "where": "t.py:1", "name": "TASK_QUEUE_ENABLE", "value": "2"}]
+    assert setting_findings(fine, 3) == []
+    [slow] = setting_findings([{"kind": "env", "where": "environment",
+                                "name": "TASK_QUEUE_ENABLE", "value": "0"}], 3)
+    assert slow.source.endswith("environment_variable_info.yaml")
+    assert sync_cause(fine) == ""
+    assert sync_cause([{"kind": "grad_scaler", "where": "t.py:9"}]).endswith("(set at t.py:9)")

@@ -1,0 +1,79 @@
+"""Dynamic shapes: a loop whose sequence length changes every step, run on the recorded device
+and checked against the bundled catalog on 910A (jit compile on by default: acl_op compiles
+per shape) and 910B (jit compile off: aclnn, no compile)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from testpaths import FIXTURES
+
+from opcheck.checker.usecase import CheckRequest, CheckUseCase, Recorded
+from opcheck.db.catalog import Catalog
+from opcheck.db.engine import make_engine
+
+SCRIPT = FIXTURES / "scripts" / "varlen_loop.py"
+
+
+@pytest.fixture(scope="module")
+def usecase(bundled_catalog: Path) -> CheckUseCase:
+    return CheckUseCase(Catalog.load(make_engine(bundled_catalog)))
+
+
+@pytest.fixture(scope="module")
+def varlen(usecase: CheckUseCase) -> Any:
+    pytest.importorskip("torch")
+    from opcheck.tracers.script import run_script
+
+    # no budget: every one of the six lengths runs
+    return run_script(SCRIPT, max_steps=0, timeout=240, memory_mb=4096,
+                      composites=usecase.composites()).oplist
+
+
+def _dynamic(usecase: CheckUseCase, oplist: Any, **kw: Any) -> list[dict[str, Any]]:
+    report = usecase.run(CheckRequest(Recorded(oplist), torch_npu="2.7.1.post2", **kw)).report
+    assert report.speed is not None
+    return [f for f in report.speed["findings"] if f["kind"] == "dynamic_shape"]
+
+
+@pytest.mark.torch
+def test_a_changing_length_compiles_per_shape_on_910a(usecase: CheckUseCase,
+                                                      varlen: Any) -> None:
+    found = {f["op"]: f for f in _dynamic(usecase, varlen, hardware="910A")}
+    relu = found["aten::relu"]
+    assert relu["count"] == 6 and "6 input shapes in 6 steps" in relu["why"]
+    assert "2x8x16" in relu["why"] and "jit compile on" in relu["why"]
+    assert relu["locations"][0].endswith(f"varlen_loop.py:{_line('model(tokens)')}")
+    assert "buckets" in relu["instead"] and "jit_compile=False" in relu["instead"]
+    assert "EnvVariables.cpp" in relu["link"] and relu["inferred"]
+    # parameters (optimizer state, weight gradients) have a shape each: not dynamic
+    assert not {"aten::zeros_like", "aten::addmm"} & set(found)
+
+
+@pytest.mark.torch
+def test_no_compile_finding_where_aclnn_runs(usecase: CheckUseCase, varlen: Any) -> None:
+    assert _dynamic(usecase, varlen, hardware="910B") == []
+    # the user turning jit compile on brings it back on 910B
+    assert _dynamic(usecase, varlen, hardware="910B", jit_compile=True)
+
+
+def _line(text: str) -> int:
+    return next(i for i, line in enumerate(SCRIPT.read_text().splitlines(), 1) if text in line)
+
+
+@pytest.mark.torch
+def test_the_scripts_own_compile_mode_decides(usecase: CheckUseCase, tmp_path: Path) -> None:
+    from opcheck.tracers.script import run_script
+
+    script = tmp_path / "varlen_jit_off.py"
+    text = SCRIPT.read_text()
+    script.write_text(text.replace("model = model.cuda()",
+                                   "torch.npu.set_compile_mode(jit_compile=False)\n"
+                                   "model = model.cuda()"))
+    oplist = run_script(script, timeout=240, memory_mb=4096,
+                        composites=usecase.composites()).oplist
+    assert oplist.complete  # the recorded device answers set_compile_mode
+    assert [s["jit_compile"] for s in oplist.settings if s["kind"] == "compile_mode"] == [False]
+    assert _dynamic(usecase, oplist, hardware="910A") == []
