@@ -343,3 +343,41 @@ def test_rated_ration_allows_a_burst_then_a_rate() -> None:
             r.leave("a")
     assert admitted == 3
     assert r.enter("b") is None  # another client has its own budget
+
+
+def test_renders_of_a_page_for_another_host_spend_a_budget() -> None:
+    import asyncio
+
+    from opcheck.web.cache import ResponseCache
+    from opcheck.web.guard import RatedRation, Ration
+
+    calls: list[bytes] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        calls.append(dict(scope["headers"])[b"host"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"page"})
+
+    cache = ResponseCache(64, 1 << 20, renders=Ration("renders", 3, 16),
+                          rehosts=RatedRation("rehosts", 3, 16, per_second=0.001, burst=5))
+    wrapped = cache.wrap(app)
+    statuses: list[int] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    def get(path: str, host: bytes) -> None:
+        scope = {"type": "http", "method": "GET", "path": path, "query_string": b"",
+                 "client": ("127.0.0.5", 1), "headers": [(b"host", host)]}
+        asyncio.run(wrapped(scope, None, send))
+
+    for n in range(20):
+        get("/catalog/operator", f"localhost:{n}".encode())
+    assert len(calls) == 1 + 5 and statuses.count(429) == 14  # the first, then the budget
+    for n in range(20):  # other pages: a visitor's first looks are never counted
+        get(f"/catalog/t{n}", b"localhost:1")
+    assert len(calls) == 26
+    for n in range(20):  # opcheck's own page: one render whatever the Host
+        get("/-/op/aten::mm", f"localhost:{n}".encode())
+    assert len(calls) == 27
