@@ -330,6 +330,35 @@ class ZooRec:
 
 
 @dataclass
+class CoverageRec:
+    """``opcheck atlas``: one architecture on a run of consecutive releases with the same
+    result (``ERROR``/``SKIPPED``: no trace; ``first_release`` empty, ``error`` says why)."""
+
+    library: str
+    library_version: str
+    architecture: str
+    model_class: str = ""
+    task: str = ""
+    recorder: str = ""
+    product: str = ""  # the --hardware the restrictions were judged on ("" none)
+    train: bool = False  # traced forward and backward
+    first_release: str = ""
+    last_release: str = ""
+    verdict: str = ""
+    npu: int = 0
+    composite: int = 0
+    cpu_fallback: int = 0
+    unsupported: int = 0
+    unknown: int = 0
+    round_trips: int = 0  # CPU fallback calls: each a device→host→device round trip
+    problem_ops: str = ""  # "op=status" worst first, comma-separated
+    speed_findings: int = 0
+    trace_ms: int = 0
+    error: str = ""
+    traced_with: str = ""  # torch version of the trace
+
+
+@dataclass
 class CatalogData:
     sources: list[SourceRec] = field(default_factory=list)
     releases: list[ReleaseRec] = field(default_factory=list)
@@ -349,6 +378,8 @@ class CatalogData:
     workarounds: list[WorkaroundRec] = field(default_factory=list)
     # Coverage of well-known architectures (data/snapshot/zoo.tsv, written by `opcheck zoo`).
     zoo: list[ZooRec] = field(default_factory=list)
+    # The model atlas (data/snapshot/atlas.tsv, written by `opcheck atlas --snapshot`).
+    coverage: list[CoverageRec] = field(default_factory=list)
     meta: dict[str, str] = field(default_factory=dict)
     # Graph mode (torch.compile with torchair): converters per pinned torchair commit.
     graph_pins: list[GraphPinRec] = field(default_factory=list)
