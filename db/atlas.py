@@ -30,6 +30,7 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Engine, text
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.schema import CreateIndex, CreateTable
 
@@ -191,3 +192,16 @@ class AtlasStore:
             db.execute("INSERT OR REPLACE INTO atlas_state VALUES (?, ?, ?, ?, ?, ?, ?)",
                        (*key, state.library_version, state.trace_key, state.check_key))
             db.execute("COMMIT")
+
+
+def catalog_coverage(engine: Engine) -> list[CoverageRec]:
+    """The atlas a catalog holds (its ``model_coverage`` table, from the snapshot's
+    atlas.tsv), in table order."""
+    with engine.connect() as conn:
+        got = conn.execute(text(f"SELECT {', '.join(_COLS)} FROM model_coverage ORDER BY id"))
+        out = []
+        for r in got:
+            values: dict[str, Any] = dict(zip(_COLS, r, strict=True))
+            values["train"] = bool(values["train"])
+            out.append(CoverageRec(**values))
+    return out
