@@ -205,8 +205,11 @@ def test_in_a_real_browser(site: tuple[str, int], tmp_path_factory: pytest.TempP
             view.wait_for_selector("#model-runs")
             assert "aten::isin.Tensor_Tensor" in view.inner_text("#model-runs")
             view.screenshot(path=str(shots / "atlas-2-model.png"), full_page=True)
-            view.goto(base + "/catalog/model_coverage?_facet=task&verdict=ERROR")
-            assert view.locator(".facet-info[data-column=task]").count() == 1
+            view.goto(base + "/catalog/model_coverage?verdict=ERROR")
+            for col in ("library", "task", "verdict", "recorder"):  # the configured facets
+                assert view.locator(f".facet-info[data-column={col}]").count() >= 1, col
+            assert {c.strip() for c in view.locator("td.col-verdict").all_inner_texts()} == {
+                "ERROR"}
             view.screenshot(path=str(shots / "atlas-3-table.png"), full_page=True)
         finally:
             browser.close()
