@@ -22,10 +22,10 @@ install: $(STAMP)
 # errors only (a failed install still says why and stops make), so `make demo` is quiet until
 # the report.
 $(STAMP): pyproject.toml constraints.txt $(PACKAGE_DIRS)
-	@echo "== installing opcheck[trace,serve,dev,cluster] and torch (CPU) into $(VENV)"
+	@echo "== installing opcheck[trace,serve,dev,atlas,cluster] and torch (CPU) into $(VENV)"
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@$(BIN)/python -m pip install -qq --upgrade pip
-	@$(BIN)/python -m pip install -qq -e '.[trace,serve,dev,cluster]' torch -c constraints.txt \
+	@$(BIN)/python -m pip install -qq -e '.[trace,serve,dev,atlas,cluster]' torch -c constraints.txt \
 		--config-settings editable_mode=strict
 	@touch $(STAMP)
 

@@ -113,7 +113,10 @@ def trace_code_version() -> str:
     return h.hexdigest()[:16]
 
 
-def architectures(library: str, timeout: float = LIST_TIMEOUT) -> list[Architecture]:
+def architectures(library: str, timeout: float = LIST_TIMEOUT,
+                  store: AtlasStore | None = None) -> list[Architecture]:
+    """The library's architectures; with a store, the listing is kept there per library
+    version and trace code (listing transformers imports every model module: ~1 min)."""
     if library == ZOO:
         from opcheck.checker.zoo import MODELS, models_file
 
@@ -121,6 +124,10 @@ def architectures(library: str, timeout: float = LIST_TIMEOUT) -> list[Architect
     if util.find_spec("opcheck.tracers.atlas_build") is None:
         raise UsageError("this opcheck cannot list architectures yet (opcheck.tracers.atlas_build "
                          "missing): use the zoo library")
+    key = f"listing:{library}:{library_version(library)}:{trace_code_version()}"
+    kept = store.meta(key) if store is not None else None
+    if kept is not None:
+        return parse_listing(library, kept)
     cmd = [sys.executable, "-m", "opcheck.tracers.atlas_build", "list", library]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
@@ -129,7 +136,10 @@ def architectures(library: str, timeout: float = LIST_TIMEOUT) -> list[Architect
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise TraceError(f"listing {library}'s architectures failed: {last[:300]}")
-    return parse_listing(library, done.stdout)
+    found = parse_listing(library, done.stdout)
+    if store is not None:
+        store.set_meta(key, done.stdout)
+    return found
 
 
 def parse_listing(library: str, text: str) -> list[Architecture]:
@@ -266,41 +276,56 @@ Tracer = Callable[[Sequence[Architecture]], Iterator[Traced]]
 
 
 def trace_one(spec: str, train: bool, timeout: float, memory_mb: int,
-              composites: Iterable[str] | None) -> tuple[str, str, float, str]:
-    """One sandboxed trace → (op list JSON or "", error, seconds, recorder). Runs in a pool
-    thread or a Ray task: it returns plain values that cross a process boundary."""
+              composites: Iterable[str] | None) -> tuple[str, str, float, str, bool]:
+    """One sandboxed trace → (op list JSON or "", error, seconds, recorder, skipped). Runs in
+    a pool thread or a Ray task: it returns plain values that cross a process boundary.
+    ``skipped``: the error is a reason about the model (the builder's ModelSkip)."""
     from opcheck.tracers.api import trace
+    from opcheck.tracers.atlas_build import ModelSkip
 
     start = time.perf_counter()
     try:
         ol = trace(None, model_spec=spec, train=train, timeout=timeout, memory_mb=memory_mb,
                    composites=composites)
+    except ModelSkip as exc:
+        return "", _one_line(str(exc)), time.perf_counter() - start, "", True
     except OpcheckError as exc:
-        return "", _one_line(str(exc)) or type(exc).__name__, time.perf_counter() - start, ""
+        why = _one_line(str(exc)) or type(exc).__name__
+        return "", why, time.perf_counter() - start, "", False
     took = time.perf_counter() - start
     if not ol.complete:
         # a trace cut short lists only part of the model: its coverage would look better
-        return "", _one_line(f"INCOMPLETE: {ol.stopped}"), took, ""
-    recorder = str(getattr(ol, "recorder", "") or "fake")
-    return json.dumps(ol.to_json()), "", took, recorder
+        return "", _one_line(f"INCOMPLETE: {ol.stopped}"), took, ol.recorder, False
+    return json.dumps(ol.to_json()), "", took, ol.recorder, False
+
+
+def preload(libraries: Iterable[str]) -> tuple[str, ...]:
+    """What the tracer template imports once for these libraries' architectures."""
+    from opcheck.tracers import atlas_build, sandbox
+
+    names: dict[str, None] = dict.fromkeys(sandbox.PRELOAD)
+    for lib in libraries:
+        if lib in atlas_build.LIBRARIES:
+            names.update(dict.fromkeys(atlas_build.preload(lib)))
+    return tuple(names)
 
 
 def local_tracer(jobs: int, train: bool, timeout: float, memory_mb: int,
                  composites: Iterable[str] | None) -> Tracer:
-    """Traces in sandboxed children forked from one torch-importing template; the pool's
-    threads only wait for them."""
+    """Traces in sandboxed children forked from one template that imported torch and the
+    libraries once; the pool's threads only wait for them."""
     watch = None if composites is None else list(composites)
 
     def run(todo: Sequence[Architecture]) -> Iterator[Traced]:
         from opcheck.tracers import sandbox
 
         def one(a: Architecture) -> Traced:
-            text, err, took, rec = trace_one(a.spec, train, timeout, memory_mb, watch)
-            return a, CachedTrace(text, err, took, rec, a.model_class, a.task)
+            text, err, took, rec, skipped = trace_one(a.spec, train, timeout, memory_mb, watch)
+            return a, CachedTrace(text, err, took, rec, a.model_class, a.task, skipped)
 
         pool = ThreadPoolExecutor(max_workers=max(1, jobs))
         try:
-            with sandbox.shared_imports(sandbox.PRELOAD):
+            with sandbox.shared_imports(preload({a.library for a in todo})):
                 yield from pool.map(one, todo)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
@@ -347,6 +372,9 @@ def run_atlas(cat: Catalog, store: AtlasStore, archs: Sequence[Architecture],
             ol = OpList.from_json(json.loads(traced.oplist_json))
             rows = coverage_rows(cat, groups, ol, _with(base, traced_with=ol.torch_version),
                                  speed)
+        elif traced.skipped:
+            rows = [_with(base, verdict=SKIPPED, error=traced.error)]
+            result.skipped.append(f"{a.library}/{a.name}: {traced.error}")
         else:
             rows = [_with(base, verdict=ERROR, error=traced.error)]
             result.failed.append(f"{a.library}/{a.name}: {traced.error}")

@@ -19,7 +19,7 @@ from opcheck.core.errors import UsageError
 from opcheck.db.atlas import CachedTrace
 
 RETRIES = 2  # a worker that dies mid-task: its task runs again this many times
-TaskFn = Callable[[str, bool, float, int, Any], tuple[str, str, float, str]]
+TaskFn = Callable[[str, bool, float, int, Any], tuple[str, str, float, str, bool]]
 
 
 def _ray() -> Any:

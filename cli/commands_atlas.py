@@ -82,7 +82,8 @@ def _run(atlas_mod: Any, libs: list[str], names: list[str], settings: Any, store
 
     the_store = AtlasStore(store)
     with progress("atlas", quiet=quiet) as update:
-        archs = [a for lib in libs for a in atlas_mod.architectures(lib)]
+        update("listing architectures")
+        archs = [a for lib in libs for a in atlas_mod.architectures(lib, store=the_store)]
         archs = atlas_mod.select(archs, names)
         with tempfile.TemporaryDirectory(prefix="opcheck-atlas-") as tmp:
             if snapshot is not None:

@@ -14,6 +14,7 @@ process boundaries (the sandboxed tracer writes it), so it is versioned JSON:
   "mode": "inference" | "train",
   "complete": true,                   // false: the trace stopped early (see "stopped")
   "stopped": "",                      // why and where it stopped, when not complete
+  "recorder": "fake-tensors",         // what ran the model: "fake-tensors" | "real-data" | ""
   "notes": ["..."],
   "ops": [
     {"op": "aten::add.Tensor", "count": 12,
@@ -69,6 +70,10 @@ MAX_SAMPLES = 8  # shapes / modules / locations kept per op: enough to find it, 
 MAX_CHILDREN = 64  # distinct child ops kept per composite record
 MAX_SIGNATURES = 16  # distinct call signatures kept per record (the first ones seen)
 MAX_APIS = 4  # public API calls kept per signature
+# OpList.recorder: what ran the model for a runtime listing
+RECORDER_FAKE = "fake-tensors"  # tracers/runtime.py: FakeTensors on the renamed device
+RECORDER_REAL = "real-data"  # tracers/realdevice.py: real CPU data behind the npu device
+RECORDERS = (RECORDER_FAKE, RECORDER_REAL)
 
 
 def _add_bounded(mine: list[Any], theirs: list[Any], limit: int = MAX_SAMPLES) -> None:
@@ -187,6 +192,10 @@ class OpList:
     ops: list[OpUse] = field(default_factory=list)
     complete: bool = True  # False: the trace stopped before the end of the model
     stopped: str = ""  # why and where it stopped (empty when complete)
+    # what ran the model (RECORDERS): fake tensors, or real data on the recorded device (a
+    # fallback where code reads tensor values); "" for static listings and logs. Optional in
+    # the document (readers of schema 2 without it ignore it), so the schema version stays.
+    recorder: str = ""
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "kind": KIND}
@@ -266,6 +275,7 @@ class OpList:
                 ops=list(merged.values()),
                 complete=complete,
                 stopped="" if complete else str(doc.get("stopped", "")),
+                recorder=str(doc.get("recorder", "")),
             )
         except OverflowError:  # a JSON number like 1e400 reads as inf, which int() refuses
             raise TraceError(

@@ -71,13 +71,14 @@ class CachedTrace:
     recorder: str
     model_class: str
     task: str
+    skipped: bool = False  # error is a reason about the model (needs weights, a package)
 
 
 _DDL = (
     "CREATE TABLE IF NOT EXISTS atlas_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS atlas_trace (trace_key TEXT PRIMARY KEY, oplist BLOB, "
     "error TEXT NOT NULL, seconds REAL NOT NULL, recorder TEXT NOT NULL, "
-    "model_class TEXT NOT NULL, task TEXT NOT NULL)",
+    "model_class TEXT NOT NULL, task TEXT NOT NULL, skipped INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS atlas_state (library TEXT NOT NULL, architecture TEXT NOT NULL, "
     "train INTEGER NOT NULL, product TEXT NOT NULL, library_version TEXT NOT NULL, "
     "trace_key TEXT NOT NULL, check_key TEXT NOT NULL, "
@@ -141,12 +142,12 @@ class AtlasStore:
 
     def trace(self, trace_key: str) -> CachedTrace | None:
         with self._connect() as db:
-            r = db.execute("SELECT oplist, error, seconds, recorder, model_class, task FROM "
-                           "atlas_trace WHERE trace_key = ?", (trace_key,)).fetchone()
+            r = db.execute("SELECT oplist, error, seconds, recorder, model_class, task, skipped "
+                           "FROM atlas_trace WHERE trace_key = ?", (trace_key,)).fetchone()
         if r is None:
             return None
         text = zlib.decompress(r[0]).decode() if r[0] else ""
-        return CachedTrace(text, *r[1:])
+        return CachedTrace(text, r[1], r[2], r[3], r[4], r[5], bool(r[6]))
 
     def rows(self, libraries: Sequence[str] | None = None) -> list[CoverageRec]:
         where, params = "", tuple[str, ...]()
@@ -163,6 +164,15 @@ class AtlasStore:
             values["train"] = bool(values["train"])
             out.append(CoverageRec(**values))
         return out
+
+    def meta(self, key: str) -> str | None:
+        with self._connect() as db:
+            r = db.execute("SELECT value FROM atlas_meta WHERE key = ?", (key,)).fetchone()
+        return None if r is None else str(r[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._connect() as db:
+            db.execute("INSERT OR REPLACE INTO atlas_meta VALUES (?, ?)", (key, value))
 
     def count(self, table: str) -> int:
         if table not in ("model_coverage", "atlas_trace", "atlas_state"):
@@ -183,9 +193,9 @@ class AtlasStore:
             if trace is not None:
                 t = trace[1]
                 blob = zlib.compress(t.oplist_json.encode(), 6) if t.oplist_json else None
-                db.execute("INSERT OR REPLACE INTO atlas_trace VALUES (?, ?, ?, ?, ?, ?, ?)",
+                db.execute("INSERT OR REPLACE INTO atlas_trace VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                            (trace[0], blob, t.error, t.seconds, t.recorder, t.model_class,
-                            t.task))
+                            t.task, int(t.skipped)))
             db.execute(f"DELETE FROM model_coverage WHERE {where}", key)
             db.executemany(f"INSERT INTO model_coverage ({', '.join(_COLS)}) VALUES ({marks})",
                            [astuple(r) for r in rows])

@@ -32,6 +32,7 @@ from typing import Any
 from opcheck.core.errors import TraceError
 from opcheck.core.oplist import OpList
 from opcheck.tracers import sandbox, static
+from opcheck.tracers.atlas_build import ModelSkip
 from opcheck.tracers.composites import watched_composites
 from opcheck.tracers.inputs import InputSpec, resolve
 from opcheck.tracers.sniff import Sniffed, sniff
@@ -170,6 +171,8 @@ def _runtime(
         static.notes.insert(0, f"runtime trace failed: {error}; static listing used instead")
         return static
     label = request.get("label", "")
+    if result.get("skip"):  # an atlas architecture that cannot be built here: why, one line
+        raise ModelSkip(error)
     raise TraceError(f"{label}: {error}" if label and str(label) not in error else error)
 
 

@@ -42,12 +42,14 @@ def _make_mode(recorder: Recorder) -> Any:
                     return result[0]
             try:
                 out = func(*args, **kwargs)
-            except Exception:
-                # the op the trace stopped at (data-dependent output shape, ...) was called:
-                # keep it in the partial list
-                if _on_device((args, kwargs)):
-                    recorder.record(func, args, kwargs)
-                raise
+            except Exception as exc:
+                out = bf16_only_retry(func, args, kwargs, exc)
+                if out is None:
+                    # the op the trace stopped at (data-dependent output shape, ...) was
+                    # called: keep it in the partial list
+                    if _on_device((args, kwargs)):
+                        recorder.record(func, args, kwargs)
+                    raise
             # Ops on host tensors only (optimizer step counters, Python scalars lifted to
             # tensors) never reach the NPU backend.
             if _on_device((args, kwargs)) or _on_device(out):
@@ -155,3 +157,45 @@ def _install_escape_kernels() -> None:
     lib.impl("_copy_from", copy_from, "PrivateUse1")  # type: ignore[no-untyped-call]
     lib.impl("_to_copy", to_copy, "PrivateUse1")  # type: ignore[no-untyped-call]
     _ESCAPE_LIB.append(lib)
+
+
+def bf16_only_retry(func: Any, args: Any, kwargs: Any, exc: Exception) -> Any:
+    """A fake kernel whose dtype check was written for one device's kernel (grouped matmul's
+    meta function insists on bfloat16, as CUDA's kernel does; a backend has its own rules):
+    the op's output shape is computed on bfloat16 copies and cast back to the input dtype, so
+    the trace goes on, and the op is recorded with the dtypes the model really sent. None when
+    ``exc`` is not such a check or the retry fails too."""
+    import torch
+
+    text = str(exc)
+    if "BF16" not in text and "bfloat16" not in text:
+        return None
+    if func._schema.is_mutable:
+        return None
+    found: list[Any] = []
+
+    def cast(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != torch.bfloat16:
+            found.append(x.dtype)
+            return x.to(torch.bfloat16)
+        if isinstance(x, (list, tuple)):
+            return type(x)(cast(v) for v in x)
+        return x
+
+    low_args = cast(args)
+    low_kwargs = {k: cast(v) for k, v in kwargs.items()}
+    if not found:
+        return None
+    back_to = found[0]
+
+    def back(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.dtype == torch.bfloat16:
+            return x.to(back_to)
+        if isinstance(x, (list, tuple)):
+            return type(x)(back(v) for v in x)
+        return x
+
+    try:
+        return back(func(*low_args, **low_kwargs))
+    except Exception:
+        return None

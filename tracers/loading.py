@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from opcheck.core.errors import TraceError
+from opcheck.tracers.atlas_build import SPEC_PREFIX, build, parse_spec
 
 
 def load_factory(spec: str) -> Callable[..., Any]:
@@ -62,6 +63,8 @@ def build_from_factory(spec: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]
     instance (built when the file was imported; its tensors are replaced by fakes)."""
     import torch
 
+    if spec.startswith(SPEC_PREFIX):  # atlas:LIBRARY/NAME, built by the library's conventions
+        return build(*parse_spec(spec))
     factory = load_factory(spec)
     if isinstance(factory, torch.nn.Module):
         return factory, (), {}

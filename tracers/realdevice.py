@@ -453,10 +453,12 @@ def _torch_dispatch(
     try:
         # the C++ op itself (OpOverload.__call__ is Python)
         raw = op(*plain, **plain_kwargs) if plain_kwargs else op(*plain)
-    except BaseException:
-        if rec is not None and on_device:
-            _record(rec, func, args, kwargs)  # the op the script failed in is still listed
-        raise
+    except BaseException as exc:
+        raw = None if mutable else cpu_dtype_gap(op, plain, plain_kwargs, exc)
+        if raw is None:
+            if rec is not None and on_device:
+                _record(rec, func, args, kwargs)  # the op the script failed in is still listed
+            raise
     if mutable:
         _sync_metadata(inputs)
     if type(raw) is _Tensor and id(raw) not in inputs:  # the common case: a new tensor
@@ -752,3 +754,49 @@ def _cast(x: Any, dtype: Any) -> Any:
     if isinstance(x, dict):
         return {k: _cast(v, dtype) for k, v in x.items()}
     return x
+
+
+# CPU kernels that lack a dtype a device kernel has (histc on int32: transformers' MoE routing
+# on an accelerator): the op runs on a wider dtype and its outputs are cast back, so the run
+# goes on; the record keeps the dtypes the device received.
+_WIDER = {"Int": "float64", "Long": "float64", "Short": "float64", "Char": "float64",
+          "Byte": "float64", "Half": "float32", "BFloat16": "float32"}  # fmt: skip
+
+
+def cpu_dtype_gap(op: Any, args: Any, kwargs: Any, exc: BaseException) -> Any:
+    """``op`` rerun with the tensors of the dtype the CPU kernel refused widened, outputs cast
+    back; None when ``exc`` is not such a refusal (or the rerun fails too)."""
+    import torch
+
+    text = str(exc)
+    at = text.find(" not implemented for '")
+    if at < 0 or not isinstance(exc, (NotImplementedError, RuntimeError)):
+        return None
+    name = text[at + len(" not implemented for '"):].split("'")[0]
+    wider = _WIDER.get(name)
+    dtypes = {str(getattr(torch, d)).removeprefix("torch."): getattr(torch, d)
+              for d in ("int32", "int64", "int16", "int8", "uint8", "float16", "bfloat16")}
+    torch_name = {"Int": "int32", "Long": "int64", "Short": "int16", "Char": "int8",
+                  "Byte": "uint8", "Half": "float16", "BFloat16": "bfloat16"}.get(name)
+    if wider is None or torch_name is None:
+        return None
+    narrow, wide = dtypes[torch_name], getattr(torch, wider)
+
+    def widen(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.dtype == narrow:
+            return x.to(wide)
+        if isinstance(x, (list, tuple)):
+            return type(x)(widen(v) for v in x)
+        return x
+
+    def back(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.dtype == wide:
+            return x.to(narrow)
+        if isinstance(x, (list, tuple)):
+            return type(x)(back(v) for v in x)
+        return x
+
+    try:
+        return back(op(*widen(args), **{k: widen(v) for k, v in kwargs.items()}))
+    except Exception:
+        return None

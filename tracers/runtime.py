@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from opcheck.core.errors import TraceError
-from opcheck.core.oplist import OpList
+from opcheck.core.oplist import RECORDER_FAKE, OpList
 from opcheck.tracers.composite_kernels import _COMPOSITE_INSTALLED, install_composite_kernels
 from opcheck.tracers.device import _TRACER_DIR, DEVICE, _short_path, _torch_dirs, setup_device
 from opcheck.tracers.dispatch import (
@@ -176,6 +176,7 @@ def trace_module(
         mode="train" if train else "inference",
         notes=notes,
         ops=recorder.sorted_ops(),
+        recorder=RECORDER_FAKE,
     )
     if any(-1 in s for u in ol.ops for s in u.shapes):
         ol.notes.append(

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from opcheck.core.errors import TraceError
-from opcheck.core.oplist import OpList
+from opcheck.core.oplist import RECORDER_REAL, OpList
 from opcheck.tracers import sandbox
 
 DEFAULT_MAX_STEPS = 20
@@ -497,6 +497,7 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
         mode="train" if {"backward", "optimizer"} & phases else "inference",
         notes=notes, ops=ops, complete=not (error or stopped),
         stopped=f"the script raised at {error}" if error else stopped,
+        recorder=RECORDER_REAL,
     )  # fmt: skip
     return {"ok": True, "oplist": ol.to_json(), "script_error": error,
             "findings": list(findings.lines)}  # fmt: skip

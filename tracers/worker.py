@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from opcheck.core.errors import OpcheckError
+from opcheck.tracers.atlas_build import SPEC_PREFIX, ModelSkip
 from opcheck.tracers.inputs import InputSpec
 from opcheck.tracers.procs import become_subreaper, children, kill_descendants
 from opcheck.tracers.sandbox import PRELOAD, READY_FD_ENV
@@ -45,6 +46,14 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     composites = [str(c) for c in request.get("composites") or []]
     stream = runtime.Stream(str(request["stream"])) if request.get("stream") else None
     try:
+        spec = str(request.get("model_spec") or "")
+        if spec.startswith(SPEC_PREFIX) and not request.get("fast"):
+            # an atlas architecture: fake tensors, else the real-data recorder (atlas_trace)
+            from opcheck.tracers.atlas_trace import trace_atlas
+
+            ol = trace_atlas(spec, inputs, train=train, label=label, composites=composites,
+                             stream=stream)  # fmt: skip
+            return {"ok": True, "oplist": ol.to_json()}
         if request.get("model_spec"):
             model, ex_args, ex_kwargs = runtime.build_from_factory(str(request["model_spec"]))
         else:
@@ -74,6 +83,8 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
             "data_dependent": str(exc).startswith("data-dependent"),
             "partial": exc.partial.to_json(),
         }
+    except ModelSkip as exc:  # a reason about the model, not a tracer failure
+        return {"ok": False, "error": str(exc), "skip": True}
     except OpcheckError as exc:
         return {"ok": False, "error": str(exc)}
     except MemoryError:

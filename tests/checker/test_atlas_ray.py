@@ -50,14 +50,14 @@ def test_a_dying_worker_is_retried_or_reported_never_lost_never_written_twice(
     text = _oplist_json()
 
     def task(spec: str, train: bool, timeout: float, memory_mb: int,
-             composites: Any) -> tuple[str, str, float, str]:
+             composites: Any) -> tuple[str, str, float, str, bool]:
         # each attempt leaves a mark; "flaky" kills its worker on its first attempt only,
         # "doomed" on every attempt
         attempt = len(list(marks.glob(f"{spec}.*")))
         (marks / f"{spec}.{attempt}").touch()
         if spec == "doomed" or (spec == "flaky" and attempt == 0):
             os._exit(1)
-        return text, "", 0.01, "fake"
+        return text, "", 0.01, "fake-tensors", False
 
     names = ["ok1", "flaky", "doomed", "ok2"]
     archs = [atlas.Architecture("zoo", n, n) for n in names]

@@ -1,0 +1,310 @@
+"""transformers' architectures for the atlas: one row per model type of its
+``MODEL_*_MAPPING_NAMES``, the most representative head, built from the default config made
+small (two layers, few experts, narrower) with inputs the way transformers makes them.
+
+Generic rules only (no per-model cases): the next release's architectures follow the same
+conventions. Imported lazily (inside the sandbox or the listing subprocess).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
+
+SEQ = 8  # text length: enough for every op a longer sequence sends
+# Heads in order of preference (the most representative use of a model type) and the task the
+# atlas shows for each. A model type appearing under several takes the first.
+# Encoder-decoders first: their causal-LM head (where there is one) is the decoder alone.
+HEADS = (
+    ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "seq2seq"),
+    ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", "audio"),
+    ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "causal-lm"),
+    ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "multimodal"),
+    ("MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES", "multimodal"),
+    ("MODEL_FOR_VISUAL_QUESTION_ANSWERING_MAPPING_NAMES", "multimodal"),
+    ("MODEL_FOR_MASKED_LM_MAPPING_NAMES", "masked-lm"),
+    ("MODEL_FOR_CTC_MAPPING_NAMES", "audio"),
+    ("MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES", "audio"),
+    ("MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES", "video"),
+    ("MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES", "vision"),
+    ("MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES", "detection"),
+    ("MODEL_FOR_ZERO_SHOT_OBJECT_DETECTION_MAPPING_NAMES", "detection"),
+    ("MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES", "segmentation"),
+    ("MODEL_FOR_UNIVERSAL_SEGMENTATION_MAPPING_NAMES", "segmentation"),
+    ("MODEL_FOR_INSTANCE_SEGMENTATION_MAPPING_NAMES", "segmentation"),
+    ("MODEL_FOR_IMAGE_SEGMENTATION_MAPPING_NAMES", "segmentation"),
+    ("MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES", "vision"),
+    ("MODEL_FOR_TIME_SERIES_PREDICTION_MAPPING_NAMES", "time-series"),
+    ("MODEL_FOR_TIME_SERIES_CLASSIFICATION_MAPPING_NAMES", "time-series"),
+    ("MODEL_FOR_TIME_SERIES_REGRESSION_MAPPING_NAMES", "time-series"),
+    ("MODEL_FOR_TEXT_TO_SPECTROGRAM_MAPPING_NAMES", "audio"),
+    ("MODEL_FOR_TEXT_TO_WAVEFORM_MAPPING_NAMES", "audio"),
+    ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES", "text-classification"),
+    ("MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES", "text-classification"),
+    ("MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES", "question-answering"),
+    ("MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES", "multimodal"),
+    ("MODEL_FOR_MASK_GENERATION_MAPPING_NAMES", "segmentation"),
+    ("MODEL_FOR_IMAGE_MAPPING_NAMES", "vision"),
+    ("MODEL_FOR_BACKBONE_MAPPING_NAMES", "vision"),
+    ("MODEL_FOR_PRETRAINING_MAPPING_NAMES", "pretraining"),
+    ("MODEL_MAPPING_NAMES", "base"),
+)
+# config attributes counting layers (of the model or of one of its sub-configs)
+LAYER_KEYS = (
+    "num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
+    "num_encoder_layers", "num_decoder_layers", "num_text_layers", "num_vision_layers",
+)  # fmt: skip
+EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+TOPK_KEYS = ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts")
+WIDTH_KEYS = (
+    "hidden_size", "intermediate_size", "d_model", "n_embd", "ffn_dim", "encoder_ffn_dim",
+    "decoder_ffn_dim", "d_ff", "moe_intermediate_size", "shared_expert_intermediate_size",
+    "n_inner", "embed_dim", "dim",
+)  # fmt: skip
+HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads",
+             "decoder_attention_heads", "num_heads")  # fmt: skip
+
+
+def _mappings() -> Any:
+    from transformers.models.auto import modeling_auto
+
+    return modeling_auto
+
+
+def _class_name(entry: Any) -> str:
+    return str(entry[0] if isinstance(entry, (list, tuple)) else entry)
+
+
+def _head(model_type: str) -> tuple[str, str]:
+    m = _mappings()
+    for mapping, task in HEADS:
+        names = getattr(m, mapping, {})
+        if model_type in names:
+            return _class_name(names[model_type]), task
+    for mapping in sorted(dir(m)):  # heads the list above does not rank (a new kind of task)
+        names = getattr(m, mapping)
+        if mapping.startswith("MODEL_FOR_") and mapping.endswith("_MAPPING_NAMES") \
+                and isinstance(names, dict) and model_type in names:
+            task = mapping.removeprefix("MODEL_FOR_").removesuffix("_MAPPING_NAMES")
+            return _class_name(names[model_type]), task.lower().replace("_", "-")
+    raise ModelSkip(f"{model_type}: not a transformers model type")
+
+
+def model_types() -> list[str]:
+    m = _mappings()
+    found: set[str] = set()
+    for attr in dir(m):
+        if attr.startswith("MODEL_") and attr.endswith("_MAPPING_NAMES"):
+            found.update(getattr(m, attr))
+    return sorted(found)
+
+
+def architectures(library: str) -> list[dict[str, Any]]:
+    import transformers
+
+    rows = []
+    for model_type in model_types():
+        cls_name, task = _head(model_type)
+        row: dict[str, Any] = {"name": model_type, "model_class": cls_name, "task": task,
+                               "family": model_type}  # fmt: skip
+        try:
+            cls = getattr(transformers, cls_name)
+            row["family"] = cls.__module__.split(".")[2] if cls.__module__.count(".") >= 2 else ""
+        except Exception as exc:  # a dummy class that needs a package raises on access
+            row["skip"] = _reason(exc)
+        rows.append(row)
+    return rows
+
+
+def _reason(exc: BaseException) -> str:
+    pkg = missing_package(exc)
+    if pkg:
+        return f"needs the {pkg} package, not installed"
+    return one_line(exc)
+
+
+def _subconfigs(cfg: Any) -> list[Any]:
+    """The config and every nested config (text_config, vision_config, encoder, ...)."""
+    from transformers import PretrainedConfig
+
+    out, stack, seen = [], [cfg], set()
+    while stack:
+        c = stack.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        out.append(c)
+        for value in vars(c).values():
+            if isinstance(value, PretrainedConfig):
+                stack.append(value)
+    return out
+
+
+def _shrink_layers(cfg: Any, keep: int = 2) -> None:
+    """Two layers; per-layer lists (layer_types, ...) cut to match, so hybrid models keep
+    their first layers' kinds."""
+    for c in _subconfigs(cfg):
+        d = vars(c)
+        for key in LAYER_KEYS:
+            n = d.get(key)
+            if isinstance(n, int) and not isinstance(n, bool) and n > keep:
+                setattr(c, key, keep)
+                for other, val in list(d.items()):
+                    if isinstance(val, (list, tuple)) and len(val) == n and other not in LAYER_KEYS:
+                        setattr(c, other, type(val)(val[:keep]))
+
+
+def _shrink_experts(cfg: Any) -> None:
+    for c in _subconfigs(cfg):
+        d = vars(c)
+        for key in EXPERT_KEYS:
+            n = d.get(key)
+            if isinstance(n, int) and not isinstance(n, bool) and n > 4:
+                setattr(c, key, 4)
+        for key in TOPK_KEYS:
+            k = d.get(key)
+            if isinstance(k, int) and not isinstance(k, bool) and k > 2:
+                setattr(c, key, 2)
+        for key in ("n_group", "topk_group"):
+            if isinstance(d.get(key), int) and d[key] > 1:
+                setattr(c, key, 1)
+
+
+def _shrink_widths(cfg: Any, factor: int = 8) -> None:
+    """Widths divided by ``factor`` where the result still divides by the head count."""
+    for c in _subconfigs(cfg):
+        d = vars(c)
+        heads = next((d[k] for k in HEAD_KEYS if isinstance(d.get(k), int) and d[k] > 0), 1)
+        for key in WIDTH_KEYS:
+            w = d.get(key)
+            if isinstance(w, int) and not isinstance(w, bool) and w >= 256 and w % factor == 0:
+                small = w // factor
+                if small % heads == 0 or key != "hidden_size":
+                    setattr(c, key, small)
+
+
+def make_config(model_type: str, level: int) -> Any:
+    """The default config, made small: level 3 layers + experts + widths, 2 layers + experts,
+    1 layers only, 0 the defaults as they are."""
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.for_model(model_type)
+    if level >= 1:
+        _shrink_layers(cfg)
+    if level >= 2:
+        _shrink_experts(cfg)
+    if level >= 3:
+        _shrink_widths(cfg)
+    for c in _subconfigs(cfg):
+        if "use_cache" in vars(c):
+            c.use_cache = False  # a forward without a cache: one op list, no cache classes
+    return cfg
+
+
+def build(library: str, name: str, *, train: bool = False, real: bool = False) -> Built:
+    import torch
+    import transformers
+
+    try:
+        cls_name, _task = _head(name)
+        cls = getattr(transformers, cls_name)
+    except ModelSkip:
+        raise
+    except Exception as exc:
+        raise ModelSkip(f"{name}: {_reason(exc)}") from None
+    errors: list[str] = []
+    for level in (3, 2, 1, 0):
+        try:
+            cfg = make_config(name, level)
+        except Exception as exc:
+            pkg = missing_package(exc)
+            if pkg:
+                raise ModelSkip(f"{name}: needs the {pkg} package, not installed") from None
+            errors.append(one_line(exc))
+            continue
+        try:
+            if real:
+                torch.manual_seed(0)
+                model = cls(cfg)
+            else:
+                with torch.device("meta"):
+                    model = cls(cfg)
+        except Exception as exc:
+            pkg = missing_package(exc)
+            if pkg:
+                raise ModelSkip(f"{name}: needs the {pkg} package, not installed") from None
+            errors.append(one_line(exc))
+            continue
+        model.eval()
+        args, kwargs = make_inputs(model, cfg, real=real)
+        return model, args, kwargs
+    raise ModelSkip(f"{name}: cannot build {cls_name} from its default config: {errors[-1]}")
+
+
+def _first(cfgs: list[Any], *keys: str, default: Any = None) -> Any:
+    for c in cfgs:
+        d = vars(c)
+        for k in keys:
+            v = d.get(k)
+            if v is not None and not isinstance(v, bool):
+                return v
+    return default
+
+
+def _size2(v: Any) -> tuple[int, int]:
+    if isinstance(v, dict):
+        h = v.get("height") or v.get("shortest_edge") or 224
+        return int(h), int(v.get("width") or h)
+    if isinstance(v, (list, tuple)):
+        return int(v[0]), int(v[-1])
+    return int(v), int(v)
+
+
+def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Inputs by the forward's parameter names, sized from the config (the model's own sub-
+    configs first: a vision tower's image size is in vision_config)."""
+    import torch
+
+    params = inspect.signature(model.forward).parameters
+    cfgs = _subconfigs(cfg)
+    main = getattr(model, "main_input_name", "input_ids")
+    kwargs: dict[str, Any] = {}
+    vocab = int(_first(cfgs, "vocab_size", default=1000) or 1000)
+
+    def ids(n: int = SEQ) -> Any:
+        # ids past the special tokens, the same in every run
+        return (torch.arange(n, dtype=torch.long) % max(vocab - 10, 1) + 5).unsqueeze(0) % vocab
+
+    if main == "input_ids" or ("input_ids" in params and main not in params):
+        kwargs["input_ids"] = ids()
+        if "attention_mask" in params:
+            kwargs["attention_mask"] = torch.ones(1, SEQ, dtype=torch.long)
+    if main == "pixel_values" or (main not in params and "pixel_values" in params and not kwargs):
+        chans = int(_first(cfgs, "num_channels", "in_channels", "in_chans", default=3))
+        h, w = _size2(_first(cfgs, "image_size", "img_size", "input_size", default=224))
+        shape: tuple[int, ...] = (1, chans, h, w)
+        if "num_frames" in vars(cfg) or "num_frames" in vars(cfgs[-1]):
+            frames = int(_first(cfgs, "num_frames", default=8))
+            shape = (1, frames, chans, h, w)
+        kwargs["pixel_values"] = torch.randn(shape)
+    if main == "input_values":
+        kwargs["input_values"] = torch.randn(1, 16000)
+    if main == "input_features":
+        mels = int(_first(cfgs, "num_mel_bins", "feature_size", "input_feat_size", default=80))
+        frames = int(_first(cfgs, "max_source_positions", default=100)) * 2
+        kwargs["input_features"] = torch.randn(1, mels, min(frames, 3000))
+    if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in params:
+        kwargs["decoder_input_ids"] = ids(4)
+    if not kwargs:
+        dummy = getattr(model, "dummy_inputs", None)
+        if isinstance(dummy, dict) and dummy:
+            kwargs = dict(dummy)
+    if not kwargs:
+        raise ModelSkip(f"{type(model).__name__}: no input convention for main input {main!r}")
+    if not real:
+        kwargs = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    if "use_cache" in params:
+        kwargs["use_cache"] = False
+    return (), kwargs

@@ -1,0 +1,141 @@
+"""Tracing one atlas architecture (``--model atlas:LIBRARY/NAME``) in the sandboxed worker:
+fake tensors first, and where the model's code wants real values (a cache that checks a
+tensor, a router that reads its top-k, a dtype check on real data) the real-data recorded
+device of ``opcheck run`` (:mod:`opcheck.tracers.realdevice`) on the same architecture built
+small with random weights. The OpList's ``recorder`` says which one produced it.
+
+Generic by design: the fallback is decided by the failure, never by the model's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from opcheck.core.errors import TraceError
+from opcheck.core.oplist import RECORDER_REAL, OpList
+from opcheck.tracers.atlas_build import build, one_line, parse_spec
+from opcheck.tracers.inputs import InputSpec
+from opcheck.tracers.recorder import Recorder, Stream
+
+
+def trace_atlas(
+    spec: str,
+    inputs: InputSpec,
+    *,
+    train: bool = False,
+    label: str = "",
+    composites: Iterable[str] = (),
+    stream: Stream | None = None,
+) -> OpList:
+    """The op list of one atlas architecture. Raises ModelSkip (a reason about the model),
+    TraceError or runtime.PartialTrace when both recorders failed."""
+    from opcheck.tracers import runtime
+
+    library, name = parse_spec(spec)
+    label = label or spec
+    composites = list(composites)
+    model, args, kwargs = build(library, name, train=train)
+    try:
+        return runtime.trace_module(
+            model, inputs, example_args=args, example_kwargs=kwargs, train=train, label=label,
+            composites=composites, stream=stream,
+        )  # fmt: skip
+    except runtime.PartialTrace as exc:
+        why = str(exc)
+    del model, args, kwargs
+    try:
+        real_model, real_args, real_kwargs = build(library, name, train=train, real=True)
+        ol = record_real(
+            real_model, real_args, real_kwargs, train=train, label=label,
+            composites=composites, stream=stream,
+        )  # fmt: skip
+    except MemoryError:
+        raise
+    except TraceError as exc:
+        raise TraceError(f"{why}; the real-data recorder failed too: {exc}") from None
+    ol.notes.insert(0, f"fake-tensor trace stopped ({why}): recorded on the real-data device "
+                    "instead (random weights, small real inputs)")  # fmt: skip
+    return ol
+
+
+def _to_device(x: Any, device: Any) -> Any:
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_device(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: _to_device(v, device) for k, v in x.items()}
+    return x
+
+
+def record_real(
+    model: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    train: bool,
+    label: str,
+    composites: Iterable[str] = (),
+    stream: Stream | None = None,
+) -> OpList:
+    """One forward (and with ``train`` a backward and an AdamW step) of a CPU-built model on
+    the real-data npu device, recorded as ``opcheck run`` records a script."""
+    import torch
+
+    from opcheck.tracers import composite_kernels, realdevice
+    from opcheck.tracers.device import DEVICE
+    from opcheck.tracers.fake import _floating_outputs
+
+    _drop_escape_kernels()
+    realdevice.install()
+    watched = frozenset(composites)
+    composite_kernels.install_composite_kernels(watched)
+    recorder = Recorder()
+    recorder.stream = stream
+    recorder.watched = watched & composite_kernels._COMPOSITE_INSTALLED
+    session = realdevice.Session(recorder)
+    try:
+        with session.active():
+            model.to(DEVICE)
+            model.train(train)
+            args = _to_device(args, DEVICE)
+            kwargs = _to_device(kwargs, DEVICE)
+            grad = torch.enable_grad() if train else torch.no_grad()
+            with grad:
+                out = model(*args, **kwargs)
+                if train:
+                    outs = _floating_outputs(out)
+                    if not outs:
+                        raise TraceError(f"{label}: --train: the model returned no "
+                                         "differentiable tensor")  # fmt: skip
+                    loss = sum(o.float().sum() for o in outs)
+                    loss.backward()
+                    params = [p for p in model.parameters() if p.requires_grad]
+                    torch.optim.AdamW(params, lr=1e-3, foreach=True).step()
+    except (TraceError, MemoryError):
+        raise
+    except Exception as exc:
+        raise TraceError(f"{label}: {one_line(exc)}") from None
+    notes = ["recorded on a real-data npu device (CPU kernels); kernels torch_npu picks by "
+             "shape at run time and numerical differences are not visible"]  # fmt: skip
+    if train:
+        notes.append("train: loss = sum of the outputs; backward and one AdamW step traced")
+    return OpList(
+        model=label, method="runtime", ir="runtime-dispatch",
+        torch_version=torch.__version__.split("+")[0],
+        mode="train" if train else "inference", notes=notes, ops=recorder.sorted_ops(),
+        recorder=RECORDER_REAL,
+    )  # fmt: skip
+
+
+def _drop_escape_kernels() -> None:
+    """The fake trace's PrivateUse1 kernels answer with FakeTensors of an active fake mode; the
+    real-data device registers its own for the same ops, so a fallback in the same process
+    first unregisters the fake ones (reinstalled by the next fake trace)."""
+    from opcheck.tracers import dispatch
+
+    while dispatch._ESCAPE_LIB:
+        dispatch._ESCAPE_LIB.pop()._destroy()
