@@ -64,10 +64,11 @@ def ray_tracer(address: str, *, train: bool = False, timeout: float = 300.0,
             for ref in ready:
                 a = pending.pop(ref)
                 try:
-                    text, err, took, rec = ray.get(ref)
-                except Exception as exc:
-                    text, err, took, rec = "", _why(exc), 0.0, ""
-                yield a, CachedTrace(text, err, took, rec, a.model_class, a.task)
+                    got = ray.get(ref)
+                except Exception as exc:  # Ray wraps whatever the task met, worker deaths too
+                    got = ("", _why(exc), 0.0, "", False)
+                text, err, took, rec, skipped = got
+                yield a, CachedTrace(text, err, took, rec, a.model_class, a.task, bool(skipped))
 
     return run
 
