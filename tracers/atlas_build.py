@@ -85,14 +85,18 @@ def architectures(library: str) -> list[dict[str, Any]]:
     return rows
 
 
-def build(library: str, name: str, *, train: bool = False, real: bool = False) -> Built:
+def build(
+    library: str, name: str, *, train: bool = False, real: bool = False, shrink: int | None = None
+) -> Built:
     """``(model, args, kwargs)`` for one architecture: config only, small sizes, the library's
     own inputs. ``real``: built with real (random) weights and inputs on the CPU, for the
-    real-data recorder; else on the meta device, for the fake-tensor trace. Raises ModelSkip
+    real-data recorder; else on the meta device, for the fake-tensor trace. ``shrink``: how
+    small to make the config first (library-specific levels; None: the library's default for
+    ``real``), smaller levels tried when one does not build. Raises ModelSkip
     (a reason about the model) or TraceError (one line)."""
     mod = _module(library)
     try:
-        made: Built = mod.build(library, name, train=train, real=real)
+        made: Built = mod.build(library, name, train=train, real=real, shrink=shrink)
     except (TraceError, MemoryError):
         raise
     except Exception as exc:

@@ -185,6 +185,21 @@ def _shrink_widths(cfg: Any, factor: int = 8) -> None:
                     setattr(c, key, small)
 
 
+def _fill_unset_sizes(cfg: Any) -> None:
+    """Sizes a default config leaves unset (None) where the model derives them from others:
+    the head width from the hidden size, one key/value head per attention head."""
+    for c in _subconfigs(cfg):
+        d = vars(c)
+        heads = d.get("num_attention_heads")
+        hidden = d.get("hidden_size")
+        if "head_dim" in d and d["head_dim"] is None and isinstance(heads, int) and heads \
+                and isinstance(hidden, int):
+            c.head_dim = hidden // heads
+        if "num_key_value_heads" in d and d["num_key_value_heads"] is None \
+                and isinstance(heads, int):
+            c.num_key_value_heads = heads
+
+
 def make_config(model_type: str, level: int) -> Any:
     """The default config, made small: level 3 layers + experts + widths, 2 layers + experts,
     1 layers only, 0 the defaults as they are."""
@@ -197,13 +212,19 @@ def make_config(model_type: str, level: int) -> Any:
         _shrink_experts(cfg)
     if level >= 3:
         _shrink_widths(cfg)
+    _fill_unset_sizes(cfg)
     for c in _subconfigs(cfg):
         if "use_cache" in vars(c):
             c.use_cache = False  # a forward without a cache: one op list, no cache classes
     return cfg
 
 
-def build(library: str, name: str, *, train: bool = False, real: bool = False) -> Built:
+def build(
+    library: str, name: str, *, train: bool = False, real: bool = False, shrink: int | None = None
+) -> Built:
+    """``shrink``: the first config level tried (make_config). Fake tensors cost nothing per
+    width, so the fake build keeps the default widths (level 2: fewer layers and experts),
+    which every model accepts; the real-data build is narrowed too (level 3)."""
     import torch
     import transformers
 
@@ -215,22 +236,18 @@ def build(library: str, name: str, *, train: bool = False, real: bool = False) -
     except Exception as exc:
         raise ModelSkip(f"{name}: {_reason(exc)}") from None
     errors: list[str] = []
-    for level in (3, 2, 1, 0):
+    start = (3 if real else 2) if shrink is None else shrink
+    for level in range(start, -1, -1):
         try:
             cfg = make_config(name, level)
-        except Exception as exc:
-            pkg = missing_package(exc)
-            if pkg:
-                raise ModelSkip(f"{name}: needs the {pkg} package, not installed") from None
-            errors.append(one_line(exc))
-            continue
-        try:
             if real:
                 torch.manual_seed(0)
                 model = cls(cfg)
             else:
                 with torch.device("meta"):
                     model = cls(cfg)
+        except MemoryError:
+            raise
         except Exception as exc:
             pkg = missing_package(exc)
             if pkg:
@@ -240,7 +257,7 @@ def build(library: str, name: str, *, train: bool = False, real: bool = False) -
         model.eval()
         args, kwargs = make_inputs(model, cfg, real=real)
         return model, args, kwargs
-    raise ModelSkip(f"{name}: cannot build {cls_name} from its default config: {errors[-1]}")
+    raise ModelSkip(f"{name}: its default config does not build ({cls_name}): {errors[-1]}")
 
 
 def _first(cfgs: list[Any], *keys: str, default: Any = None) -> Any:
@@ -262,47 +279,86 @@ def _size2(v: Any) -> tuple[int, int]:
     return int(v), int(v)
 
 
-def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Inputs by the forward's parameter names, sized from the config (the model's own sub-
-    configs first: a vision tower's image size is in vision_config)."""
+def _maker(name: str, cfgs: list[Any], vocab: int) -> Any:
+    """A function making the input called ``name`` by transformers' naming conventions, or
+    None when the name follows none of them."""
     import torch
-
-    params = inspect.signature(model.forward).parameters
-    cfgs = _subconfigs(cfg)
-    main = getattr(model, "main_input_name", "input_ids")
-    kwargs: dict[str, Any] = {}
-    vocab = int(_first(cfgs, "vocab_size", default=1000) or 1000)
 
     def ids(n: int = SEQ) -> Any:
         # ids past the special tokens, the same in every run
         return (torch.arange(n, dtype=torch.long) % max(vocab - 10, 1) + 5).unsqueeze(0) % vocab
 
-    if main == "input_ids" or ("input_ids" in params and main not in params):
-        kwargs["input_ids"] = ids()
-        if "attention_mask" in params:
-            kwargs["attention_mask"] = torch.ones(1, SEQ, dtype=torch.long)
-    if main == "pixel_values" or (main not in params and "pixel_values" in params and not kwargs):
+    def image() -> Any:
         chans = int(_first(cfgs, "num_channels", "in_channels", "in_chans", default=3))
         h, w = _size2(_first(cfgs, "image_size", "img_size", "input_size", default=224))
-        shape: tuple[int, ...] = (1, chans, h, w)
-        if "num_frames" in vars(cfg) or "num_frames" in vars(cfgs[-1]):
+        if any("num_frames" in vars(c) for c in cfgs):  # video: frames before channels
             frames = int(_first(cfgs, "num_frames", default=8))
-            shape = (1, frames, chans, h, w)
-        kwargs["pixel_values"] = torch.randn(shape)
-    if main == "input_values":
-        kwargs["input_values"] = torch.randn(1, 16000)
-    if main == "input_features":
+            return torch.randn(1, frames, chans, h, w)
+        return torch.randn(1, chans, h, w)
+
+    def features() -> Any:
         mels = int(_first(cfgs, "num_mel_bins", "feature_size", "input_feat_size", default=80))
         frames = int(_first(cfgs, "max_source_positions", default=100)) * 2
-        kwargs["input_features"] = torch.randn(1, mels, min(frames, 3000))
+        return torch.randn(1, mels, min(frames, 3000))
+
+    if name in ("input_ids", "decoder_input_ids") or name.endswith("_input_ids"):
+        return (lambda: ids(4)) if name.startswith("decoder") else ids
+    if name in ("pixel_values", "pixel_values_videos") or name.endswith(("_pixel_values",
+                                                                        "_masks")):
+        return image
+    if name == "input_values":
+        return lambda: torch.randn(1, 16000)
+    if name == "input_features":
+        return features
+    return None
+
+
+def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Inputs by the forward's parameter names, sized from the config (the model's own sub-
+    configs first: a vision tower's image size is in vision_config): the main input, every
+    required parameter, decoder ids for an encoder-decoder; the model's own ``dummy_inputs``
+    where it defines them."""
+    import torch
+    from transformers import PreTrainedModel
+
+    params = inspect.signature(model.forward).parameters
+    cfgs = _subconfigs(cfg)
+    vocab = int(_first(cfgs, "vocab_size", default=1000) or 1000)
+    kwargs: dict[str, Any] = {}
+    if type(model).dummy_inputs is not PreTrainedModel.dummy_inputs:
+        try:
+            dummy = model.dummy_inputs
+            if isinstance(dummy, dict):
+                kwargs = {k: v for k, v in dummy.items() if k in params}
+        except Exception:  # a property that needs more than the config: the conventions
+            kwargs = {}
+    main = getattr(model, "main_input_name", "input_ids")
+    wanted = [n for n, p in params.items() if p.default is inspect.Parameter.empty
+              and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]  # fmt: skip
+    if main in params:
+        wanted.insert(0, main)
+    elif not wanted:
+        wanted = [n for n in ("input_ids", "pixel_values", "input_values", "input_features")
+                  if n in params][:1]  # fmt: skip
     if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in params:
-        kwargs["decoder_input_ids"] = ids(4)
-    if not kwargs:
-        dummy = getattr(model, "dummy_inputs", None)
-        if isinstance(dummy, dict) and dummy:
-            kwargs = dict(dummy)
-    if not kwargs:
-        raise ModelSkip(f"{type(model).__name__}: no input convention for main input {main!r}")
+        wanted.append("decoder_input_ids")
+    missing = []
+    for name in dict.fromkeys(wanted):
+        if name in kwargs:
+            continue
+        make = _maker(name, cfgs, vocab)
+        if name == "decoder_input_ids" and "input_ids" in kwargs:
+            # the batch of the encoder's ids (the model's dummy_inputs may have two rows)
+            kwargs[name] = kwargs["input_ids"][:, :4]
+        elif make is None:
+            missing.append(name)
+        else:
+            kwargs[name] = make()
+    if "input_ids" in kwargs and "attention_mask" in params and "attention_mask" not in kwargs:
+        kwargs["attention_mask"] = torch.ones(kwargs["input_ids"].shape, dtype=torch.long)
+    if missing:
+        raise ModelSkip(f"{type(model).__name__}: needs inputs made by its processor "
+                        f"({', '.join(missing)}), which a config alone does not give")  # fmt: skip
     if not real:
         kwargs = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
     if "use_cache" in params:

@@ -44,16 +44,23 @@ def trace_atlas(
     except runtime.PartialTrace as exc:
         why = str(exc)
     del model, args, kwargs
-    try:
-        real_model, real_args, real_kwargs = build(library, name, train=train, real=True)
-        ol = record_real(
-            real_model, real_args, real_kwargs, train=train, label=label,
-            composites=composites, stream=stream,
-        )  # fmt: skip
-    except MemoryError:
-        raise
-    except TraceError as exc:
-        raise TraceError(f"{why}; the real-data recorder failed too: {exc}") from None
+    ol: OpList | None = None
+    real_why = ""
+    built: Any = None
+    for shrink in (None, 2):  # narrowed first (fast); the default widths when that fails
+        try:
+            built = build(library, name, train=train, real=True, shrink=shrink)
+            ol = record_real(*built, train=train, label=label, composites=composites,
+                             stream=stream)  # fmt: skip
+            break
+        except MemoryError:
+            raise
+        except TraceError as exc:
+            real_why = str(exc)
+        finally:
+            built = None  # the first model's memory back before the second is built
+    if ol is None:
+        raise TraceError(f"{why}; the real-data recorder failed too: {real_why}") from None
     ol.notes.insert(0, f"fake-tensor trace stopped ({why}): recorded on the real-data device "
                     "instead (random weights, small real inputs)")  # fmt: skip
     return ol

@@ -123,3 +123,32 @@ def test_a_model_needing_a_missing_package_is_skipped_with_a_reason() -> None:
     exc = ImportError("X requires the torchaudio library but it was not found")
     assert missing_package(exc) == "torchaudio"
     assert missing_package(ModuleNotFoundError("no", name="timm.layers")) == "timm"
+
+
+def test_diffusers_listing_and_a_unet_and_a_vae_trace() -> None:
+    pytest.importorskip("diffusers")
+    rows = atlas_build.architectures("diffusers")
+    tasks = {r["task"] for r in rows}
+    assert {"diffusion-unet", "vae", "diffusion-transformer"} <= tasks
+    names = {r["name"] for r in rows}
+    assert {"UNet2DConditionModel", "AutoencoderKL"} <= names
+    from opcheck.tracers import api
+
+    unet = api.trace(None, model_spec="atlas:diffusers/UNet2DConditionModel", timeout=240)
+    assert unet.complete and unet.recorder == RECORDER_FAKE
+    assert {"aten::convolution", "aten::group_norm"} & {u.op for u in unet.ops}
+    _, _, kwargs = atlas_build.build("diffusers", "UNet2DConditionModel")
+    assert {"sample", "timestep", "encoder_hidden_states"} <= set(kwargs)
+
+
+def test_a_library_that_is_not_installed_lists_in_one_line() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is not None:
+        pytest.skip("torchvision is installed here")
+    done = subprocess.run(
+        [sys.executable, "-m", "opcheck.tracers.atlas_build", "list", "torchvision"],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "torchvision" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
