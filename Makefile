@@ -22,10 +22,10 @@ install: $(STAMP)
 # errors only (a failed install still says why and stops make), so `make demo` is quiet until
 # the report.
 $(STAMP): pyproject.toml constraints.txt $(PACKAGE_DIRS)
-	@echo "== installing opcheck[trace,serve,dev,atlas] and torch (CPU) into $(VENV)"
+	@echo "== installing opcheck[trace,serve,dev,atlas,cluster] and torch (CPU) into $(VENV)"
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@$(BIN)/python -m pip install -qq --upgrade pip
-	@$(BIN)/python -m pip install -qq -e '.[trace,serve,dev,atlas]' torch -c constraints.txt \
+	@$(BIN)/python -m pip install -qq -e '.[trace,serve,dev,atlas,cluster]' torch -c constraints.txt \
 		--config-settings editable_mode=strict
 	@touch $(STAMP)
 
@@ -60,6 +60,9 @@ typecheck: install
 catalog: install
 	$(BIN)/opcheck sync --mirror $(MIRROR) --snapshot data/snapshot
 	$(BIN)/opcheck zoo --snapshot data/snapshot --format markdown
+	# the atlas of the installed model libraries (a failed architecture is a row, exit 1)
+	$(BIN)/opcheck atlas zoo $$($(BIN)/python -c "from opcheck.checker.atlas import installed; print(*installed())") \
+		-j 2 --snapshot data/snapshot --format markdown -o build/atlas.md || test $$? -eq 1
 
 serve: install
 	$(BIN)/opcheck serve

@@ -63,6 +63,7 @@ def _register() -> None:
     # Command modules import their heavy dependencies lazily, so registering them is cheap
     # and `opcheck --help` never imports torch or the database layer.
     from opcheck.cli import (
+        commands_atlas,
         commands_catalog,
         commands_check,
         commands_data,
@@ -73,7 +74,7 @@ def _register() -> None:
     )
 
     for module in (commands_catalog, commands_check, commands_env, commands_data, commands_serve,
-                   commands_zoo, commands_run):
+                   commands_zoo, commands_atlas, commands_run):
         module.register(app)
 
 

@@ -151,6 +151,7 @@ if TYPE_CHECKING:
     OpAclTypeRec = t.OpAclType
     HcclFactRec = t.HcclFact
     AdvisorRuleRec = t.AdvisorRule
+    CoverageRec = t.ModelCoverage
 else:
     SourceRec = record_of(t.Source)
     ReleaseRec = record_of(_ReleaseRec, after="source_id")
@@ -180,6 +181,7 @@ else:
     OpAclTypeRec = record_of(t.OpAclType)
     HcclFactRec = record_of(t.HcclFact)
     AdvisorRuleRec = record_of(t.AdvisorRule)
+    CoverageRec = record_of(t.ModelCoverage, name="CoverageRec")
 
 
 @dataclass(frozen=True)
@@ -269,6 +271,8 @@ class CatalogData:
     hccl_facts: list[HcclFactRec] = field(default_factory=list)
     # The vendor's profiling advisor: its affinity-API rules (opcheck.scrapers.advisor)
     advisor_rules: list[AdvisorRuleRec] = field(default_factory=list)
+    # The model atlas (data/snapshot/atlas.tsv, written by `opcheck atlas --snapshot`).
+    coverage: list[CoverageRec] = field(default_factory=list)
 
     def add_source(self, scraper: str, path: str, *, url: str = "", ref: str = "",
                    commit: str = "", sha256: str = "", rows: int = 0) -> int:

@@ -37,6 +37,7 @@ from opcheck.db.data import (
     ApiOpRec,
     CaptureRuleRec,
     CatalogData,
+    CoverageRec,
     DeprecationRec,
     EngineSiteRec,
     GraphConverterRec,
@@ -178,6 +179,7 @@ TABLES: tuple[Table, ...] = (
     Table(t.ApiSupport, lambda d: d.api_support, nested=("facts", ApiFacts)),
     Table(t.ApiOp, lambda d: d.api_ops),
     Table(t.ZooResult, lambda d: d.zoo),
+    Table(t.ModelCoverage, lambda d: d.coverage),
     Table(t.AclnnCode, lambda d: d.aclnn_codes),
     Table(t.AclnnFunction, lambda d: d.aclnn_functions),
     Table(t.AclnnParam, lambda d: d.aclnn_params),
@@ -262,6 +264,7 @@ class File:
 SOURCES_FILE = File("sources.tsv", SourceRec, "sources", skip=("fetched_at",))
 RELEASES_FILE = File("releases.tsv", ReleaseRec, "releases")
 ZOO_FILE = File("zoo.tsv", ZooRec, "zoo", optional=True)
+ATLAS_FILE = File("atlas.tsv", CoverageRec, "coverage", optional=True)
 FILES: tuple[File, ...] = (
     SOURCES_FILE,
     RELEASES_FILE,
@@ -270,6 +273,7 @@ FILES: tuple[File, ...] = (
     File("deprecations.tsv", DeprecationRec, "deprecations"),
     File("pythons.tsv", PythonRec, "pythons"),
     ZOO_FILE,
+    ATLAS_FILE,
     File("aclnn_codes.tsv", AclnnCodeRec, "aclnn_codes", skip=("description",)),
     # The snapshot keeps no upstream prose: exception and constraint texts stay upstream (the
     # parsed kinds, dtypes, products and lines are kept), and a constraint line that is only

@@ -10,6 +10,8 @@ Files (tab-separated, header first, rows sorted, no upstream prose):
 - ``api_support.tsv``: the ``ApiFacts`` fields, docs — one row per set of identical facts;
   ``docs`` lists ``source_id:line:doc_version`` of every doc that states them
 - ``meta.tsv``
+- ``atlas.tsv`` (optional): ``opcheck atlas``'s coverage of every architecture of the model
+  libraries per run of releases, written by ``opcheck atlas --snapshot DIR`` (``make catalog``).
 - ``zoo.tsv`` (optional): ``opcheck zoo``'s coverage of well-known architectures per release.
   It is written by ``opcheck zoo --snapshot DIR``, not by a sync, which leaves it in place.
 
@@ -35,11 +37,12 @@ from opcheck.db.data import (
     ApiFacts,
     ApiSupportRec,
     CatalogData,
+    CoverageRec,
     KernelFacts,
     KernelRec,
     ZooRec,
 )
-from opcheck.db.schema import FILES, ZOO_FILE, Column, File, column_of, record_fields
+from opcheck.db.schema import ATLAS_FILE, FILES, ZOO_FILE, Column, File, column_of, record_fields
 
 SNAPSHOT_FORMAT = "1"
 # Fused attention ops have schemas of several KiB; never let csv reject a long field.
@@ -239,9 +242,32 @@ def snapshot_equal(a: Path, b: Path) -> list[str]:
     writes never has it."""
     names = {p.name for p in a.glob("*.tsv")} | {p.name for p in b.glob("*.tsv")}
     names.discard(ZOO_FILE.name)
+    names.discard(ATLAS_FILE.name)
     diff = []
     for n in sorted(names):
         pa, pb = a / n, b / n
         if not (pa.is_file() and pb.is_file()) or pa.read_bytes() != pb.read_bytes():
             diff.append(n)
     return diff
+
+
+def write_atlas(rows: list[CoverageRec], folder: Path) -> Path:
+    """Replace ``folder/atlas.tsv`` with ``rows`` (atomically); returns its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".atlas-", dir=folder))
+    try:
+        _write_file(staging, ATLAS_FILE, rows)
+        os.replace(staging / ATLAS_FILE.name, folder / ATLAS_FILE.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder / ATLAS_FILE.name
+
+
+def read_atlas(folder: Path) -> list[CoverageRec]:
+    """The atlas rows of a snapshot folder; none when it has no atlas.tsv."""
+    if not (folder / ATLAS_FILE.name).is_file():
+        return []
+    try:
+        return _read_file(folder, ATLAS_FILE)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise CatalogError(f"{folder / ATLAS_FILE.name} is malformed: {exc}") from None

@@ -580,3 +580,34 @@ class AdvisorRule(CatalogTable, table=True):
     line: int = 0
     url: str = ""
     source_id: int | None = Field(default=None, foreign_key=_SOURCE)
+
+
+class ModelCoverage(CatalogTable, table=True):
+    """``opcheck atlas``: one architecture of a model library on a run of consecutive releases
+    with the same result (``ERROR``/``SKIPPED``: no trace, ``first_release`` empty and
+    ``error`` says why)."""
+
+    __tablename__ = "model_coverage"
+    id: int | None = Field(default=None, primary_key=True)
+    library: str = Field(index=True)
+    library_version: str = ""
+    architecture: str = Field(index=True)
+    model_class: str = ""
+    task: str = Field(default="", index=True)
+    recorder: str = ""
+    product: str = ""
+    train: bool = False
+    first_release: str = ""
+    last_release: str = ""
+    verdict: str = Field(index=True)  # a Verdict, or ERROR / SKIPPED
+    npu: int = 0
+    composite: int = 0
+    cpu_fallback: int = 0
+    unsupported: int = 0
+    unknown: int = 0
+    round_trips: int = 0
+    problem_ops: str = ""
+    speed_findings: int = 0
+    trace_ms: int = 0
+    error: str = ""
+    traced_with: str = ""

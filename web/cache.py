@@ -13,7 +13,10 @@ STATIC_PREFIXES = ("/-/static/", "/-/static-plugins/")
 
 # opcheck's own pages that read only these query parameters: a key keeps those alone, so
 # `/-/op/aten::mm?x=1`, `?x=2`, ... (a cache-busting flood) is one render, not one per request
-PAGE_PARAMS: dict[str, tuple[bytes, ...]] = {"/-/op/": (b"_format",), "/-/aclnn/": (b"_format",)}
+PAGE_PARAMS: dict[str, tuple[bytes, ...]] = {
+    "/-/op/": (b"_format",), "/-/aclnn/": (b"_format",),
+    "/-/atlas": (b"_format", b"q", b"page", b"library", b"task", b"product", b"verdict"),
+}
 
 
 def _host(scope: dict[str, Any]) -> bytes:

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 from opcheck.checker.formats.base import Format, Registry, RenderContext
 
 if TYPE_CHECKING:
+    from opcheck.checker.atlas import AtlasResult
     from opcheck.checker.check import Report
     from opcheck.checker.zoo import ZooResult
 
-__all__ = ["REPORT_FORMATS", "ZOO_FORMATS", "Format", "Registry", "RenderContext"]
+__all__ = ["ATLAS_FORMATS", "REPORT_FORMATS", "ZOO_FORMATS", "Format", "Registry", "RenderContext"]
 
 REPORT_FORMATS: Registry[Report] = Registry("report", [
     Format("table", "verdict and problems as a terminal table", terminal=True),
@@ -37,4 +38,11 @@ ZOO_FORMATS: Registry[ZooResult] = Registry("zoo", [
     Format("markdown", "the coverage table and the newest release's problem ops", "zoo_markdown"),
     Format("csv", "one line per model and release", "zoo_csv"),
     Format("json", "the zoo document (kind opcheck.zoo)", "zoo_json"),
+])  # fmt: skip
+
+ATLAS_FORMATS: Registry[AtlasResult] = Registry("atlas", [
+    Format("table", "one line per architecture as a terminal table", terminal=True),
+    Format("json", "the atlas document (kind opcheck.atlas)", "atlas_json"),
+    Format("csv", "one line per architecture and run of releases (atlas.tsv's columns)", "atlas_csv"),
+    Format("markdown", "one line per architecture: newest verdict, problem ops", "atlas_markdown"),
 ])  # fmt: skip

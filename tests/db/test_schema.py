@@ -26,6 +26,7 @@ from opcheck.db.data import (
     ApiSupportRec,
     CaptureRuleRec,
     CatalogData,
+    CoverageRec,
     EngineSiteRec,
     GraphConverterRec,
     GraphPinRec,
@@ -94,6 +95,8 @@ def _full() -> CatalogData:
     full.api_support = [ApiSupportRec(ApiFacts("torch.isin", supported=True))]
     full.api_ops = [ApiOpRec("torch.isin", "aten::isin.Tensor_Tensor")]
     full.zoo = [ZooRec("resnet18", "2.1.0.post17", "YES")]
+    full.coverage = [CoverageRec("zoo", "zoo-1", "lstm", first_release="2.1.0.post17",
+                                 last_release="2.1.0.post17", verdict="YES")]
     full.aclnn_codes = [AclnnCodeRec("aclnnIsin", "161002", "ACLNN_ERR_PARAM_INVALID")]
     full.aclnn_functions = [AclnnFunctionRec("aclnnIsin", "9.1.0", "ops-math", "docs/a.md", 9)]
     full.aclnn_params = [AclnnParamRec("aclnnIsin", "self", dtypes="FLOAT", canns="9.1.0",

@@ -4,7 +4,7 @@ plugin derives routes, template variables, cache exclusions and CSRF exemptions 
 
 from __future__ import annotations
 
-from opcheck.web.pages import aclnn, check, explain, op, search
+from opcheck.web.pages import aclnn, atlas, check, explain, op, search
 from opcheck.web.pages.base import Page, View
 
 PAGES: tuple[Page, ...] = (
@@ -13,6 +13,7 @@ PAGES: tuple[Page, ...] = (
     search.PAGE,
     aclnn.PAGE,
     explain.PAGE,
+    atlas.PAGE,
 )
 
 
