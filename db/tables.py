@@ -590,7 +590,7 @@ class ModelCoverage(CatalogTable, table=True):
     __tablename__ = "model_coverage"
     id: int | None = Field(default=None, primary_key=True)
     library: str = Field(index=True)
-    library_version: str = ""
+    library_version: str
     architecture: str = Field(index=True)
     model_class: str = ""
     task: str = Field(default="", index=True)
@@ -599,7 +599,7 @@ class ModelCoverage(CatalogTable, table=True):
     train: bool = False
     first_release: str = ""
     last_release: str = ""
-    verdict: str = Field(index=True)  # a Verdict, or ERROR / SKIPPED
+    verdict: str = Field(default="", index=True)  # a Verdict, or ERROR / SKIPPED
     npu: int = 0
     composite: int = 0
     cpu_fallback: int = 0
