@@ -22,7 +22,6 @@ _NOT_YET: dict[str, str] = {
     "contrib/troubleshoot.py": "explain's pipeline: its own folder (issue 38/40, h38-explain)",
     "contrib/logs.py": "explain's pipeline: its own folder (issue 38/40, h38-explain)",
     "cli/commands_data.py:_print_explained": "explain's renderer (issue 38/40, h38-explain)",
-    "scrapers/apidocs.py": "issue 40: to split by its steps",
     "scrapers/aclnn_docs.py": "issue 40: to split by its steps",
     "tracers/realdevice.py": "issue 40: to split by its steps",
     "contrib/workarounds.py": "issue 40: to split by its steps",
