@@ -41,11 +41,11 @@ from opcheck.db import cann_engine as db
 from opcheck.db import contract as db_contract
 from opcheck.db.catalog import Catalog, ReleaseInfo
 from opcheck.db.contract import HEAD
-from opcheck.scrapers.cann_engine import (
+from opcheck.scrapers.cann_engine import EngineSite
+from opcheck.scrapers.cann_formula import (
     Call,
     DtypeEq,
     DtypeIs,
-    EngineSite,
     Formula,
     SocIs,
     Unknown,

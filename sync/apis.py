@@ -14,7 +14,7 @@ from opcheck.db.data import (
     ApiSupportRec,
     OperatorRec,
 )
-from opcheck.scrapers import aclnn_codes, apidocs, apimap
+from opcheck.scrapers import aclnn_codes, apidocs, apidocs_dtypes, apimap
 from opcheck.sync.context import SyncContext, canonical_url
 from opcheck.sync.releases import PYTORCH
 from opcheck.sync.sources import walk_files as _walk
@@ -24,7 +24,7 @@ from opcheck.sync.sources import walk_files as _walk
 
 
 
-def _arg_limits(limits: Iterable[apidocs.ArgLimit]) -> str:
+def _arg_limits(limits: Iterable[apidocs_dtypes.ArgLimit]) -> str:
     return ";".join(
         f"{a.arg}:{a.kind}:{'|'.join(v.replace(';', ',') for v in a.values)}" for a in limits
     )

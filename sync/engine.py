@@ -16,7 +16,7 @@ from collections import defaultdict
 
 from opcheck.core.errors import OpcheckError
 from opcheck.db.data import EngineSiteRec, OpBinaryRec
-from opcheck.scrapers import cann_binaries, cann_engine
+from opcheck.scrapers import cann_binaries, cann_engine, cann_formula
 from opcheck.scrapers.cann_engine import EngineSite, SourceFile
 from opcheck.sync.context import SyncContext
 from opcheck.sync.contract import HICANN, cann_of_ref
@@ -83,7 +83,7 @@ class CannEngine:
             sid = _source(ctx, self.name, repo, ref, root, len(sites))
             rows += [EngineSiteRec(aclnn=s.aclnn, cann=version, library=repo, op_type=s.op_type,
                                    engine=s.engine,
-                                   condition=cann_engine.formula_dumps(s.condition),
+                                   condition=cann_formula.formula_dumps(s.condition),
                                    launch=s.launch, entry=s.entry, source_id=sid)
                      for s in sites]
         ctx.data.engine_sites = sorted(rows, key=lambda r: (r.aclnn, r.cann, r.launch,

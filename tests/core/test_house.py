@@ -18,8 +18,6 @@ _SKIP = {"tests", "benchmarks", "build", "data", "node_modules"}
 
 # file or file:function → why it may still be over its limit
 _NOT_YET: dict[str, str] = {
-    "scrapers/cann_engine.py": "issue 40: to split by its steps",
-    "scrapers/apidocs.py": "issue 40: to split by its steps",
     "scrapers/aclnn_docs.py": "issue 40: to split by its steps",
     "tracers/realdevice.py": "issue 40: to split by its steps",
     "contrib/workarounds.py": "issue 40: to split by its steps",

@@ -13,9 +13,9 @@ from opcheck.scrapers.apidocs import (
     api_doc_paths,
     detect_generation,
     doc_version_from_path,
-    parse_dtypes,
     parse_markdown,
 )
+from opcheck.scrapers.apidocs_dtypes import parse_dtypes
 from opcheck.scrapers.rows import Origin
 
 SECTIONS = (
