@@ -181,6 +181,51 @@ def exit_code(report: Report, fail_on: FailOn | str, *, allow_incomplete: bool =
     return 1 if bad else 0
 
 
+def _warnings_of(oplist: OpList, target: ReleaseInfo, target_warnings: list[str]) -> list[str]:
+    """What the report must say before its ops: an op list that is not the whole program,
+    the target's pairing, a torch version or IR that differs from what the NPU runs."""
+    warnings: list[str] = []
+    if oplist.on_device is False and not oplist.complete:
+        # the run ended, but no tensor ever reached the device: one line, not a YES
+        warnings.append(f"NO-DEVICE: {oplist.stopped or 'no tensor reached the device'}; "
+                        "nothing was checked: move the model and its inputs to the device "
+                        "(`model.to(device)`, `x.to(device)`) and run it again")
+    elif not oplist.complete:
+        why = oplist.stopped or "no reason recorded"
+        if oplist.method == "run" and "--max-steps" in why:
+            how = "raise --max-steps (0: no limit) and run it again"
+        elif oplist.method == "run":
+            how = ("fix what stopped the script, or raise --timeout / --memory-mb, and run it "
+                   "again")
+        else:
+            how = ("run the program on real data (`opcheck run SCRIPT`), or give inputs that "
+                   "avoid the data-dependent branch")
+        warnings.append(
+            f"INCOMPLETE: the program stopped before its end ({why}); the ops after that point "
+            f"were not checked. For a complete answer {how}"
+        )
+    warnings += target_warnings  # after INCOMPLETE: the op list comes first
+    if oplist.torch_version:
+        try:
+            traced, wanted = torch_minor(oplist.torch_version), target.torch_minor
+        except ValueError:
+            traced, wanted = oplist.torch_version, target.torch_minor
+        if traced != wanted:
+            warnings.append(
+                f"the op list was traced with torch {oplist.torch_version} but torch_npu "
+                f"{target.torch_npu} is built for torch {target.torch}: op names and "
+                f"decompositions can differ between torch versions; trace with torch "
+                f"{target.torch} for an exact answer"
+            )
+    if oplist.ir == "pre-dispatch":
+        warnings.append(
+            "static listing (pre-dispatch IR): composite ops are still whole and decompositions "
+            "specific to the NPU device are not applied; trace at runtime (--trust) for the "
+            "exact op list"
+        )
+    return warnings
+
+
 def check(
     cat: Catalog,
     oplist: OpList,
@@ -231,45 +276,7 @@ def check(
         findings.append(f)
     findings.sort(key=lambda f: (-f.status.severity, -int(f.restricted), -f.count, f.op))
     counts = Counter(f.status for f in findings)
-    warnings = []
-    if oplist.on_device is False and not oplist.complete:
-        # the run ended, but no tensor ever reached the device: one line, not a YES
-        warnings.append(f"NO-DEVICE: {oplist.stopped or 'no tensor reached the device'}; "
-                        "nothing was checked: move the model and its inputs to the device "
-                        "(`model.to(device)`, `x.to(device)`) and run it again")
-    elif not oplist.complete:
-        why = oplist.stopped or "no reason recorded"
-        if oplist.method == "run" and "--max-steps" in why:
-            how = "raise --max-steps (0: no limit) and run it again"
-        elif oplist.method == "run":
-            how = ("fix what stopped the script, or raise --timeout / --memory-mb, and run it "
-                   "again")
-        else:
-            how = ("run the program on real data (`opcheck run SCRIPT`), or give inputs that "
-                   "avoid the data-dependent branch")
-        warnings.append(
-            f"INCOMPLETE: the program stopped before its end ({why}); the ops after that point "
-            f"were not checked. For a complete answer {how}"
-        )
-    warnings += target_warnings  # after INCOMPLETE: the op list comes first
-    if oplist.torch_version:
-        try:
-            traced, wanted = torch_minor(oplist.torch_version), target.torch_minor
-        except ValueError:
-            traced, wanted = oplist.torch_version, target.torch_minor
-        if traced != wanted:
-            warnings.append(
-                f"the op list was traced with torch {oplist.torch_version} but torch_npu "
-                f"{target.torch_npu} is built for torch {target.torch}: op names and "
-                f"decompositions can differ between torch versions; trace with torch "
-                f"{target.torch} for an exact answer"
-            )
-    if oplist.ir == "pre-dispatch":
-        warnings.append(
-            "static listing (pre-dispatch IR): composite ops are still whole and decompositions "
-            "specific to the NPU device are not applied; trace at runtime (--trust) for the "
-            "exact op list"
-        )
+    warnings = _warnings_of(oplist, target, target_warnings)
     slow: Counter[str] = Counter()
     for f in findings:
         for key in ("aicpu_calls", "maybe_aicpu_calls", "host_syncs"):

@@ -44,6 +44,14 @@ ScriptArgs = Annotated[
 ]
 
 
+WorldSizeOpt = Annotated[
+    int,
+    typer.Option("--world-size", min=0, help="Ranks the script runs on (one process per "
+                 "NPU): the group size its collectives are checked for; default: the "
+                 "script's init_process_group(world_size=...) or WORLD_SIZE"),
+]
+
+
 def run(
     ctx: typer.Context,
     script: ScriptArg,
@@ -83,12 +91,7 @@ def run(
     memory_mb: Annotated[
         int, typer.Option("--memory-mb", help="Memory limit of the sandboxed run")
     ] = RUN_MEMORY_MB,
-    world_size: Annotated[
-        int,
-        typer.Option("--world-size", min=0, help="Ranks the script runs on (one process per "
-                     "NPU): the group size its collectives are checked for; default: the "
-                     "script's init_process_group(world_size=...) or WORLD_SIZE"),
-    ] = 0,
+    world_size: WorldSizeOpt = 0,
     each: Annotated[
         bool,
         typer.Option("--each", help="SCRIPT and the arguments after it are scripts, each run "
