@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from opcheck.checker.formats import ZOO_FORMATS
-from opcheck.cli.common import CatalogOpt, QuietOpt, handle_errors
+from opcheck.cli.common import CatalogOpt, QuietOpt, emit_table, handle_errors
 
 ERROR_STYLE = "magenta"  # a model whose trace failed (no verdict)
 
@@ -89,26 +89,7 @@ def _run(zoo_mod: Any, cat: Any, models: list[str] | None, timeout: float, memor
 
 
 def _emit(result: Any, fmt: str, output: Path | None) -> None:
-    if ZOO_FORMATS.get(fmt).terminal:
-        from rich.console import Console
-
-        from opcheck.cli.render import terminal_width, wide_console
-
-        if output is not None:
-            from opcheck.cli.common import output_file
-
-            with output_file(output) as fh:
-                render_table(result, Console(file=fh, width=160), width=160)
-        else:
-            render_table(result, wide_console(), width=terminal_width())
-        return
-    text = ZOO_FORMATS.render(fmt, result)
-    if output is not None:
-        from opcheck.cli.common import write_output
-
-        write_output(output, text)
-    else:
-        typer.echo(text, nl=False)
+    emit_table(result, fmt, output, ZOO_FORMATS, render_table)
 
 
 def render_table(result: Any, console: Any, width: int | None = 160) -> None:

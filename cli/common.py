@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
@@ -168,3 +168,25 @@ def release_arg(cat: Catalog, text: str) -> str:
     if note:
         typer.echo(f"note: {note}", err=True)
     return release
+
+
+def emit_table(result: Any, fmt: str, output: Path | None, formats: Any,
+               render_table: Callable[[Any, Any, int | None], None]) -> None:
+    """A many-models result (``zoo``, ``atlas``): the coloured table drawn by
+    ``render_table`` for a terminal format (160 columns into a file), else the format's text."""
+    if formats.get(fmt).terminal:
+        from rich.console import Console
+
+        from opcheck.cli.render import terminal_width, wide_console
+
+        if output is not None:
+            with output_file(output) as fh:
+                render_table(result, Console(file=fh, width=160), 160)
+        else:
+            render_table(result, wide_console(), terminal_width())
+        return
+    text = formats.render(fmt, result)
+    if output is not None:
+        write_output(output, text)
+    else:
+        typer.echo(text, nl=False)
