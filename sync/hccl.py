@@ -31,8 +31,10 @@ class HcclFacts:
     def collect(self, ctx: SyncContext) -> None:
         ctx.progress("HCCL facts")
         mirrored = set(ctx.ls(PYTORCH))
+        # the tag breaks ties: a set's order changes between runs (hash seed), and the source
+        # ids follow the order files are fetched in
         tags = sorted({r.tag for r in ctx.data.releases if r.tag and r.tag in mirrored},
-                      key=lambda t: release_key(t.rsplit("pytorch", 1)[-1]))
+                      key=lambda t: (release_key(t.rsplit("pytorch", 1)[-1]), t))
         groups: dict[tuple[str, str, str, str, str], list[tuple[str, int, int]]] = (
             defaultdict(list))
         for tag in tags:
