@@ -5,6 +5,10 @@ VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed
 MIRROR ?= ../shared/upstream
+# The upstream repositories ../shared/upstream lacks (Ascend/mstt's advisor rules at the pin of
+# sync/advisor.py), read whole from the project's test mirror: `sync` takes each repository from
+# the first mirror that has it.
+PROJECT_MIRROR ?= tests/fixtures/mirror
 PYTEST_ARGS ?=
 # The installed sub-packages (pyproject.toml lists the same): benchmarks/, tests/ and build/ are not.
 PACKAGES := core scrapers sync db checker contrib env tracers web cli data
@@ -58,7 +62,7 @@ typecheck: install
 
 # The zoo's coverage table depends on the kernel facts: regenerate it with the snapshot.
 catalog: install
-	$(BIN)/opcheck sync --mirror $(MIRROR) --snapshot data/snapshot
+	$(BIN)/opcheck sync --mirror $(MIRROR) --mirror $(PROJECT_MIRROR) --snapshot data/snapshot
 	$(BIN)/opcheck zoo --snapshot data/snapshot --format markdown
 	# the atlas of the installed model libraries (a failed architecture is a row, exit 1)
 	$(BIN)/opcheck atlas zoo $$($(BIN)/python -c "from opcheck.checker.atlas import installed; print(*installed())") \

@@ -11,10 +11,11 @@ recorded, labelled inferred.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from opcheck.checker.speed import SpeedFinding
+from opcheck.db.advisor import AdvisorRule
 
 RULES = "https://github.com/Ascend/mstt/blob/master/profiler/msprof_analyze/advisor/rules/"
 KIND = "setting"
@@ -36,19 +37,53 @@ _ENV: Mapping[str, tuple[Any, str, str]] = {
         lambda v: bool(v.strip()),
         "a fixed cross-server communication algorithm instead of the one chosen per chip, "
         "node count and size", "unset HCCL_ALGO"),
+    "PYTORCH_NPU_ALLOC_CONF": (
+        lambda v: "expandable_segments:true" not in v.replace(" ", "").lower(),
+        "the caching allocator runs without expandable segments: memory fragments when "
+        "tensor sizes change from step to step",
+        "`PYTORCH_NPU_ALLOC_CONF=expandable_segments:True`"),
+    "HOST_CACHE_CAPACITY": (
+        lambda v: v.strip() == "0",
+        "the dynamic-shape cache is off: each recurring input shape is prepared on the host "
+        "again", "`HOST_CACHE_CAPACITY=20` (a non-zero count of cached shapes)"),
+}
+# the rule a setting follows: (advisor file stem + key, a word its text contains); the
+# advisor's own suggestion for ASCEND_LAUNCH_BLOCKING at the pinned commit says "=1" (the
+# synchronize rule says to unset it), so that variable cites the synchronize rule
+_CITES: Mapping[str, tuple[str, str]] = {
+    "pin_memory": ("dataloader.solution", "pin_memory"),
+    "num_workers": ("dataloader.solution", "num_workers"),
+    "sync_batchnorm": ("sync_batchnorm.problem", "SyncBatchNorm"),
+    "ASCEND_LAUNCH_BLOCKING": ("synchronize.solution", "ASCEND_LAUNCH_BLOCKING"),
 }
 
 
+def cite(rules: Iterable[AdvisorRule], key: str) -> AdvisorRule | None:
+    """The advisor rule row behind a setting's finding (``key``: a setting or a variable)."""
+    api, word = _CITES.get(key, (key, ""))
+    for r in rules:
+        if r.kind in ("advice", "env") and r.api == api and word in r.pattern:
+            return r
+    return None
+
+
 def _finding(what: str, where: str, count: int, steps: int, why: str, instead: str,
-             rule: str, *, inferred: bool = False) -> SpeedFinding:
+             rule: str | AdvisorRule | None, *, inferred: bool = False) -> SpeedFinding:
     per = round(count / steps, 2) if steps > 1 else float(count)
+    if isinstance(rule, AdvisorRule):  # the catalog's row: its file and line
+        source, link = f"profiling advisor rule {rule.path}:{rule.line}", rule.url
+    elif rule and rule.endswith(".yaml"):  # a catalog without the advisor's rule files
+        source, link = f"profiling advisor rule {rule}", RULES + rule
+    else:
+        source, link = f"opcheck's rule ({rule}: the advisor has no rule file for it)", ""
     return SpeedFinding(KIND, what, count, per, [where] if where else [], [], why=why,
-                        instead=instead, source=f"profiling advisor rule {rule}",
-                        link=RULES + rule if rule.endswith(".yaml") else "", inferred=inferred)
+                        instead=instead, source=source, link=link, inferred=inferred)
 
 
-def setting_findings(settings: Sequence[Mapping[str, Any]], steps: int) -> list[SpeedFinding]:
-    """One finding per setting that costs time (see the module doc)."""
+def setting_findings(settings: Sequence[Mapping[str, Any]], steps: int,
+                     rules: Sequence[AdvisorRule] = ()) -> list[SpeedFinding]:
+    """One finding per setting that costs time (see the module doc); ``rules``: the catalog's
+    advisor rules, cited where one covers the setting."""
     out: list[SpeedFinding] = []
     for s in settings:
         kind, where = s.get("kind"), str(s.get("where", ""))
@@ -60,14 +95,16 @@ def setting_findings(settings: Sequence[Mapping[str, Any]], steps: int) -> list[
                 + (" and copied from pageable memory" if not s.get("pin_memory") else "")
                 + ": the device waits for the host between steps",
                 "`DataLoader(..., pin_memory=True, num_workers=N)` (N: a few per device), "
-                "then `x.to(device, non_blocking=True)`", "dataloader.yaml"))
+                "then `x.to(device, non_blocking=True)`",
+                cite(rules, "pin_memory" if not s.get("pin_memory") else "num_workers")
+                or "dataloader.yaml"))
         elif kind == "to":
             n = int(s.get("count", 1))
             out.append(_finding(
                 "Tensor.to(device) without non_blocking", where, n, steps,
                 "each host-to-device copy blocks the host until it is done",
                 "`x.to(device, non_blocking=True)` with a pinned-memory DataLoader "
-                "(`pin_memory=True`)", "synchronize (blocking copies)"))
+                "(`pin_memory=True`)", "blocking copies"))
         elif kind == "anomaly":
             out.append(_finding(
                 _anomaly_call(str(s.get("api", "torch.autograd.set_detect_anomaly"))), where,
@@ -75,7 +112,7 @@ def setting_findings(settings: Sequence[Mapping[str, Any]], steps: int) -> list[
                 "anomaly mode checks every backward output for NaN on the host (a host sync "
                 "per autograd function) and records a traceback per forward op",
                 "turn it off outside debugging (`torch.autograd.set_detect_anomaly(False)`)",
-                "synchronize (anomaly detection)"))
+                "anomaly detection"))
         elif kind == "sync_batchnorm":
             n = int(s.get("count", 1))
             out.append(_finding(
@@ -84,13 +121,23 @@ def setting_findings(settings: Sequence[Mapping[str, Any]], steps: int) -> list[
                 "devices in every forward",
                 "plain BatchNorm where the per-device batch is large enough (drop "
                 "`convert_sync_batchnorm`), or torch_npu's efficient SyncBatchNorm",
-                "sync_batchnorm.yaml"))
+                cite(rules, "sync_batchnorm") or "sync_batchnorm.yaml"))
         elif kind == "env" and str(s.get("name")) in _ENV:
             bad, why, instead = _ENV[str(s["name"])]
             if bad(str(s.get("value", ""))):
+                rule = cite(rules, str(s["name"]))
                 out.append(_finding(f"{s['name']}={s.get('value')}", where, 1, 1, why,
-                                    instead, "environment_variable_info.yaml"))
+                                    instead, rule or "environment_variable_info.yaml"))
     return out
+
+
+def env_findings(environ: Mapping[str, str],
+                 rules: Sequence[AdvisorRule] = ()) -> list[SpeedFinding]:
+    """The findings of the environment variables the advisor checks, read from ``environ``
+    (``opcheck env``: the shell's environment the training would start with)."""
+    settings = [{"kind": "env", "where": "environment", "name": k, "value": v}
+                for k, v in sorted(environ.items()) if k in _ENV]
+    return setting_findings(settings, 1, rules)
 
 
 def _anomaly_call(api: str) -> str:

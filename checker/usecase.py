@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         RestrictionLookup,
         WorkaroundLookup,
     )
+    from opcheck.db.advisor import AdvisorRule
     from opcheck.db.catalog import Catalog, ReleaseInfo
 
 # The exit code of a script that raised or was stopped (``opcheck run`` without --partial):
@@ -211,6 +212,7 @@ class CheckUseCase:
         self._engines: dict[str | None, EngineLookup | None] = {}
         self._composites: list[str] | None = None
         self._tagged: dict[str, tuple[tuple[str, ...], str]] | None = None
+        self._advisor: list[AdvisorRule] | None = None
 
     # --- the target -----------------------------------------------------------------------
 
@@ -326,19 +328,23 @@ class CheckUseCase:
         from opcheck.checker.speed import SYNC_TAGS, section, speed_findings
         from opcheck.checker.tips import fused_tips
         from opcheck.core.products import canonical_alias
+        from opcheck.db.advisor import advisor_rules
         from opcheck.db.reads import ops_tagged
 
         if self._tagged is None:
             self._tagged = ops_tagged(self.catalog.engine, SYNC_TAGS)
         product = canonical_alias(request.hardware) if request.hardware else None
         findings, meta = speed_findings(report, oplist, self._tagged, product)
-        findings += setting_findings(oplist.settings, int(meta["steps"]))
+        if self._advisor is None:
+            self._advisor = advisor_rules(self.catalog.engine)
+        findings += setting_findings(oplist.settings, int(meta["steps"]), self._advisor)
         findings += dynamic_shape_findings(report, oplist, int(meta["steps"]),
                                            str(meta["judged_on"]))
         name_sync_causes(findings, oplist.settings)
         judged = replace(release, cann=report.target.get("cann") or release.cann)
         tips = fused_tips(self.catalog, oplist, judged, product)
-        tips += advisor_tips(self.catalog, oplist, judged, product, {t["api"] for t in tips})
+        tips += advisor_tips(self.catalog, oplist, judged, product, {t["api"] for t in tips},
+                             self._advisor)
         return section(findings, meta, tips)
 
     def restrictions(self, hardware: str | None) -> RestrictionLookup | None:

@@ -315,7 +315,7 @@ def diff(
 
 
 def sync(
-    mirror: Annotated[Path | None, typer.Option("--mirror", help="Read upstream files from a mirror directory (the ../shared/upstream layout)", show_default=False)] = None,
+    mirror: Annotated[list[Path] | None, typer.Option("--mirror", help="Read upstream files from a mirror directory (the ../shared/upstream layout); repeat it to add mirrors: each upstream repository is read whole from the first mirror that has it", show_default=False)] = None,
     live: Annotated[bool, typer.Option("--live", help="Fetch upstream files over HTTP")] = False,
     host: Annotated[str, typer.Option("--host", help="Live source: github | gitcode")] = "github",
     wheels: Annotated[str, typer.Option("--wheels", help="Live: which published wheels to read with pip download: all | none | V1,V2")] = "all",
@@ -336,7 +336,7 @@ def sync(
         from opcheck.contrib.workarounds import attach
         from opcheck.sync.pipeline import SyncOptions, run_sync
 
-        opts = SyncOptions(mirror=mirror, live=live, host=host, wheels=wheels,
+        opts = SyncOptions(mirror=tuple(mirror or ()), live=live, host=host, wheels=wheels,
                            save_mirror=save_mirror, snapshot=snapshot, catalog=catalog)
         # soft_wrap: a failure is one line naming file:line; wrapping at the console width
         # would cut the path in two (CI logs). escape: upstream text is not rich markup.

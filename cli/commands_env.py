@@ -94,6 +94,16 @@ def render(assessment: Any, console: Any | None = None, width: int | None = -1) 
             con.print(f"        {escape(ch)}")
 
 
+def _speed(environment: dict[str, str], cat: Any) -> list[dict[str, str]]:
+    """The environment variables that cost time, by the profiling advisor's rules."""
+    from opcheck.checker.runsettings import env_findings
+    from opcheck.db.advisor import advisor_rules
+
+    return [{"op": f.op, "where": "environment", "why": f.why, "instead": f.instead,
+             "source": f.source, "link": f.link}
+            for f in env_findings(environment, advisor_rules(cat.engine))]
+
+
 def env(fmt: FormatOpt = "table", catalog: CatalogOpt = None) -> None:
     """What is installed (Python, torch, torch_npu, CANN, driver, firmware, NPUs), checked
     against the release matrix, and the combination to install when it does not pair up.
@@ -110,10 +120,14 @@ def env(fmt: FormatOpt = "table", catalog: CatalogOpt = None) -> None:
 
         cat = _catalog(catalog)
         result = assess(collect(), cat)
+        speed = _speed(result.inventory.environment, cat)
         if fmt == "json":
-            typer.echo(json.dumps(result.to_json(), indent=2))
+            typer.echo(json.dumps({**result.to_json(), "speed": speed}, indent=2))
         else:
             render(result)
+            for f in speed:
+                typer.echo(f"speed: {f['op']} ({f['where']}): {f['why']}; instead "
+                           f"{f['instead']} [{f['source']}]")
     if not result.consistent:
         raise typer.Exit(EXIT_MISMATCH)
 

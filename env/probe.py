@@ -64,6 +64,12 @@ MetadataRequires = Callable[[str], list[str] | None]
 CONSTRAINTS = "constraints.txt"
 
 
+# the variables besides ASCEND_* that the profiling advisor checks for speed (`opcheck env`
+# judges them with the advisor's rules)
+SPEED_VARIABLES = frozenset({"TASK_QUEUE_ENABLE", "PYTORCH_NPU_ALLOC_CONF", "ACLNN_CACHE_LIMIT",
+                             "HOST_CACHE_CAPACITY", "HCCL_ALGO"})
+
+
 def run_command(argv: Sequence[str]) -> CommandResult:
     """The default runner: never raises, a failure to start or a hang is a non-zero result."""
     try:
@@ -488,7 +494,8 @@ def collect(
         if text is not None:
             inv.project_torch = constraint_pin(text, "torch")
             inv.project_constraints = str(path)
-    inv.environment = {k: v for k, v in sorted(environ.items()) if k.startswith("ASCEND_")}
+    inv.environment = {k: v for k, v in sorted(environ.items())
+                       if k.startswith("ASCEND_") or k in SPEED_VARIABLES}
     _collect_cann(inv, roots, environ)
     _collect_npu(inv, roots, which, run)
     return inv

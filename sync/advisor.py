@@ -1,6 +1,8 @@
 """The vendor's profiling advisor rules (msprof-analyze ``advisor`` in the public Ascend/mstt
-repository), pinned to one commit: its affinity-API rules (``opcheck.scrapers.advisor``), so a
-new advisor rule arrives with a sync and moving :data:`PIN` is the whole update.
+repository), pinned to one commit: its affinity-API rules (``opcheck.scrapers.advisor``) and its
+AI CPU dtype, environment-variable, DataLoader, SyncBatchNorm and synchronize rules
+(``opcheck.scrapers.advisor_checks``), so a new advisor rule arrives with a sync and moving
+:data:`PIN` is the whole update.
 
 A source without the file (a mirror made before this upstream) gives no rows and a note: the
 checker then has no advisor rules (no fused-op tips from them), and says so.
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from opcheck.core.errors import OpcheckError
 from opcheck.db.data import AdvisorRuleRec
-from opcheck.scrapers import advisor
+from opcheck.scrapers import advisor, advisor_checks
 from opcheck.sync.context import SyncContext
 
 MSTT = "github/Ascend/mstt"
@@ -22,7 +24,8 @@ class AdvisorRules:
     name = "advisor"
     reads = RULES
     parser = "opcheck.scrapers.advisor"
-    adds = "advisor_rules (msprof-analyze's affinity-API rules: op chains and optimizer steps)"
+    adds = ("advisor_rules (msprof-analyze's affinity-API rules: op chains and optimizer steps; "
+            "its AI CPU dtype, environment-variable and settings rules)")
 
     def collect(self, ctx: SyncContext) -> None:
         ctx.progress("advisor rules")
@@ -41,5 +44,26 @@ class AdvisorRules:
         ctx.data.advisor_rules = [
             AdvisorRuleRec(kind=r.kind, api=r.api, pattern=r.pattern, cann=r.cann, torch=r.torch,
                            path=advisor.PATH, line=r.line, url=f"{url}#L{r.line}", source_id=sid)
+            for r in rows
+        ]
+        for path in advisor_checks.PATHS:
+            self._checks(ctx, path)
+
+    def _checks(self, ctx: SyncContext, path: str) -> None:
+        full = f"{MSTT}/{PIN}/{path}"
+        if not ctx.source.exists(full):
+            ctx.notes.append(f"advisor: no {full} in the source: its rules are not in the catalog")
+            return
+        try:
+            got, sid = ctx.fetch(full, self.name)
+            rows = ctx.parsed(got, advisor_checks.PARSERS[path], by_origin=True)
+        except OpcheckError as exc:
+            ctx.failures.append(str(exc))
+            return
+        ctx.count(sid, len(rows))
+        url = f"https://github.com/Ascend/mstt/blob/{PIN}/{path}"
+        ctx.data.advisor_rules += [
+            AdvisorRuleRec(kind=r.kind, api=r.api, pattern=r.pattern, cann=r.cann, torch="",
+                           path=path, line=r.line, url=f"{url}#L{r.line}", source_id=sid)
             for r in rows
         ]

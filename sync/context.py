@@ -68,7 +68,7 @@ from opcheck.db.data import CatalogData, KernelFacts
 from opcheck.scrapers.releases import MatrixResult
 from opcheck.scrapers.rows import KernelRow, Origin
 from opcheck.sync import cachecodec
-from opcheck.sync.sources import Fetched, MirrorSource, Source
+from opcheck.sync.sources import Fetched, MirrorSource, MirrorsSource, Source
 from opcheck.sync.universe import Universe
 
 Progress = Callable[[str], None]
@@ -328,7 +328,7 @@ class SyncContext:
         version = parser_version(parser) if self._disk is not None else ""
         jobs: list[_Job] = []
         context = _fork_context()
-        by_path = isinstance(self.source, MirrorSource) and context.get_start_method() == "fork"
+        by_path = isinstance(self.source, (MirrorSource, MirrorsSource)) and context.get_start_method() == "fork"
         keys: list[tuple[str, str]] = []
         queued: set[tuple[str, str]] = set()
         for got in gots:

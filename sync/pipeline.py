@@ -20,7 +20,7 @@ from opcheck.db.data import CatalogData
 from opcheck.sync.context import Progress, SyncContext, default_workers
 from opcheck.sync.http_source import HttpSource
 from opcheck.sync.pip_source import PipWheelSource
-from opcheck.sync.sources import MirrorSource, SavingSource, Source
+from opcheck.sync.sources import MirrorSource, MirrorsSource, SavingSource, Source
 from opcheck.sync.universe import Universe, installed_universe
 from opcheck.sync.upstreams import UPSTREAMS, Upstream, load_matrix
 
@@ -98,7 +98,8 @@ def now() -> str:
 class SyncOptions:
     """What ``opcheck sync`` was asked for (see its --help)."""
 
-    mirror: Path | None = None
+    # mirror directories, resolved per upstream repository (see MirrorsSource)
+    mirror: tuple[Path, ...] = ()
     live: bool = False
     host: str = "github"
     wheels: str = "all"  # live: all | none | V1,V2
@@ -119,14 +120,16 @@ class SyncOutcome:
 def _source(opts: SyncOptions) -> tuple[Source, list[str] | None]:
     from opcheck.core.paths import cache_dir
 
-    if (opts.mirror is None) == (not opts.live):
-        raise UsageError("give exactly one of --mirror DIR or --live")
+    if bool(opts.mirror) == opts.live:
+        raise UsageError("give --mirror DIR (one or more) or --live")
     wanted: list[str] | None = None
     source: Source
-    if opts.mirror is not None:
-        if not opts.mirror.is_dir():
-            raise UsageError(f"mirror directory {opts.mirror} does not exist")
-        source = MirrorSource(opts.mirror)
+    if opts.mirror:
+        for d in opts.mirror:
+            if not d.is_dir():
+                raise UsageError(f"mirror directory {d} does not exist")
+        source = (MirrorSource(opts.mirror[0]) if len(opts.mirror) == 1
+                  else MirrorsSource(opts.mirror))
     else:
         pip = PipWheelSource(cache_dir() / "wheels")
         source = HttpSource(host=opts.host, cache_dir=cache_dir() / "http", wheels=pip)

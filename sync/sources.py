@@ -7,8 +7,10 @@ was obtained, and an offline mirror is a drop-in replacement for the network.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Protocol
@@ -148,6 +150,64 @@ class MirrorSource:
         if not d.is_dir():
             raise ScrapeError(f"directory not in mirror {self.root}", source=path)
         return sorted(c.name for c in d.iterdir())
+
+
+class MirrorsSource:
+    """Several mirror directories, resolved per upstream repository: the first mirror that has
+    a repository's directory (``github/OWNER/REPO``, ``pypi/PACKAGE``, or a top-level file such
+    as ``releases.tsv``) answers every path of it, so the files of one repository never mix
+    across mirrors (a small project mirror adds the repositories the shared one lacks)."""
+
+    def __init__(self, roots: Sequence[Path]) -> None:
+        if not roots:
+            raise ValueError("MirrorsSource needs at least one mirror")
+        self.mirrors = [MirrorSource(r) for r in roots]
+        self.name = "mirror " + " + ".join(str(r) for r in roots)
+        self._owner: dict[str, MirrorSource | None] = {}
+
+    @staticmethod
+    def unit(path: str) -> str | None:
+        """The repository (or top-level file) a path belongs to; None above that level."""
+        parts = clean_path(path).split("/") if path.strip("/") else []
+        depth = 3 if parts and parts[0] == "github" else 2 if parts and parts[0] == "pypi" else 1
+        return "/".join(parts[:depth]) if len(parts) >= depth else None
+
+    def _mirror(self, unit: str) -> MirrorSource | None:
+        if unit not in self._owner:
+            self._owner[unit] = next(
+                (m for m in self.mirrors if (m.root / unit).exists()), None)
+        return self._owner[unit]
+
+    def fetch(self, path: str) -> Fetched:
+        unit = self.unit(path)
+        mirror = self._mirror(unit) if unit else None
+        if mirror is None:
+            raise ScrapeError(f"file not in mirrors {self.name.removeprefix('mirror ')}",
+                              source=clean_path(path))
+        return mirror.fetch(path)
+
+    def exists(self, path: str) -> bool:
+        unit = self.unit(path)
+        if unit is None:
+            return any(m.exists(path) for m in self.mirrors)
+        mirror = self._mirror(unit)
+        return mirror is not None and mirror.exists(path)
+
+    def list_dir(self, path: str) -> list[str]:
+        unit = self.unit(path)
+        if unit is not None:
+            mirror = self._mirror(unit)
+            if mirror is None:
+                raise ScrapeError(f"directory not in mirrors {self.name}", source=path)
+            return mirror.list_dir(path)
+        # above the repositories: every mirror's entries
+        names: set[str] = set()
+        for m in self.mirrors:
+            with contextlib.suppress(ScrapeError):
+                names.update(m.list_dir(path))
+        if not names:
+            raise ScrapeError(f"directory not in mirrors {self.name}", source=path)
+        return sorted(names)
 
 
 # --- wrappers --------------------------------------------------------------------------------

@@ -205,3 +205,32 @@ def test_settings_without_a_cost_make_no_finding() -> None:
     assert slow.source.endswith("environment_variable_info.yaml")
     assert sync_cause(fine) == ""
     assert sync_cause([{"kind": "grad_scaler", "where": "t.py:9"}]).endswith("(set at t.py:9)")
+
+
+def test_setting_findings_cite_the_advisor_rule_file_and_line(cat: Catalog) -> None:
+    from opcheck.checker.runsettings import env_findings, setting_findings
+    from opcheck.db.advisor import advisor_rules
+
+    rules = advisor_rules(cat.engine)
+    mirror = FIXTURES / "mirror"
+
+    def cited(source: str, word: str) -> None:
+        path, line = source.removeprefix("profiling advisor rule ").rsplit(":", 1)
+        [found] = [p for p in mirror.glob(f"github/Ascend/mstt/*/{path}")]
+        assert word in found.read_text(encoding="utf-8").splitlines()[int(line) - 1]
+
+    [loader, bn] = setting_findings([
+        {"kind": "dataloader", "where": "t.py:3", "pin_memory": False, "num_workers": 0},
+        {"kind": "sync_batchnorm", "where": "t.py:5", "count": 2}], 3, rules)
+    cited(loader.source, "pin_memory=True")
+    assert loader.link.endswith("dataloader.yaml#L7")
+    cited(bn.source, "SyncBatchNorm")
+    found = env_findings({"ASCEND_LAUNCH_BLOCKING": "1", "HOME": "/root",
+                          "PYTORCH_NPU_ALLOC_CONF": "max_split_size_mb:128",
+                          "ASCEND_GLOBAL_LOG_LEVEL": "3"}, rules)
+    by = {f.op.split("=")[0]: f for f in found}
+    assert set(by) == {"ASCEND_LAUNCH_BLOCKING", "PYTORCH_NPU_ALLOC_CONF"}
+    # the advisor's own suggestion for this variable says =1 at the pin: the synchronize rule
+    cited(by["ASCEND_LAUNCH_BLOCKING"].source, "unset ASCEND_LAUNCH_BLOCKING")
+    cited(by["PYTORCH_NPU_ALLOC_CONF"].source, "PYTORCH_NPU_ALLOC_CONF")
+    assert env_findings({"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}, rules) == []

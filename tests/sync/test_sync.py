@@ -188,13 +188,13 @@ def test_run_sync_writes_only_when_nothing_failed(
 
     monkeypatch.setattr(sync_mod, "installed_universe", lambda: universe)
     seen: list[int] = []
-    opts = SyncOptions(mirror=mirror, catalog=tmp_path / "c.sqlite", snapshot=tmp_path / "snap")
+    opts = SyncOptions(mirror=(mirror,), catalog=tmp_path / "c.sqlite", snapshot=tmp_path / "snap")
     out = run_sync(opts, before_write=lambda data: seen.append(len(data.releases)))
     assert out.catalog == tmp_path / "c.sqlite" and out.catalog.is_file()
     assert out.snapshot == tmp_path / "snap" and (tmp_path / "snap" / "releases.tsv").is_file()
     assert seen == [3]
     _break(mirror, "unknown key")
-    again = run_sync(SyncOptions(mirror=mirror, catalog=tmp_path / "d.sqlite"),
+    again = run_sync(SyncOptions(mirror=(mirror,), catalog=tmp_path / "d.sqlite"),
                      before_write=lambda data: seen.append(0))
     assert again.catalog is None and again.result.failures and seen == [3]
     assert not (tmp_path / "d.sqlite").exists()
