@@ -323,6 +323,7 @@ class CheckUseCase:
               release: ReleaseInfo) -> dict[str, Any]:
         """The report's speed section: its findings and the fused-op tips."""
         from opcheck.checker.advisor import advisor_tips
+        from opcheck.checker.aicpu_rules import aicpu_dtype_findings
         from opcheck.checker.runsettings import name_sync_causes, setting_findings
         from opcheck.checker.shapes import dynamic_shape_findings
         from opcheck.checker.speed import SYNC_TAGS, section, speed_findings
@@ -338,6 +339,9 @@ class CheckUseCase:
         if self._advisor is None:
             self._advisor = advisor_rules(self.catalog.engine)
         findings += setting_findings(oplist.settings, int(meta["steps"]), self._advisor)
+        findings += aicpu_dtype_findings(oplist, self._advisor,
+                                         report.target.get("cann") or release.cann,
+                                         int(meta["steps"]))
         findings += dynamic_shape_findings(report, oplist, int(meta["steps"]),
                                            str(meta["judged_on"]))
         name_sync_causes(findings, oplist.settings)

@@ -234,3 +234,35 @@ def test_setting_findings_cite_the_advisor_rule_file_and_line(cat: Catalog) -> N
     cited(by["ASCEND_LAUNCH_BLOCKING"].source, "unset ASCEND_LAUNCH_BLOCKING")
     cited(by["PYTORCH_NPU_ALLOC_CONF"].source, "PYTORCH_NPU_ALLOC_CONF")
     assert env_findings({"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}, rules) == []
+
+
+def test_aicpu_dtype_rules_pick_the_cann_set_and_name_the_dtype(cat: Catalog) -> None:
+    from opcheck.checker.aicpu_rules import aicpu_dtype_findings, rule_set
+    from opcheck.core.oplist import Signature
+    from opcheck.db.advisor import advisor_rules
+
+    rules = advisor_rules(cat.engine)
+    assert rule_set(rules, "7.0.RC1")[1] is False
+    newest, inferred = rule_set(rules, "8.5.0")
+    assert inferred and {r.cann for r in newest} == {"8.0.RC1,7.0.0"}
+    assert rule_set(rules, "6.0.RC1") == ([], False)  # before every set: no rule applies
+
+    def use(op: str, dtype: str) -> OpUse:
+        return OpUse(op, 4, locations=["t.py:7"],
+                     signatures=[Signature(inputs={"self": dtype, "other": dtype}, count=4)])
+
+    ol = OpList("m", "runtime", "runtime-dispatch", ops=[
+        use("aten::add.Tensor", "float64"), use("aten::nonzero", "float32"),
+        use("aten::mul.Tensor", "float32")])
+    old = {f.op: f for f in aicpu_dtype_findings(ol, rules, "7.0.RC1", 2)}
+    # float64 is on no list of 7.0.RC1's __ALL__ rule; nonzero takes float16/bool/bf16 only
+    assert set(old) == {"aten::add.Tensor", "aten::nonzero"}
+    assert "dtype float64" in old["aten::add.Tensor"].why
+    assert old["aten::add.Tensor"].instead.startswith("cast the inputs to float32")
+    assert old["aten::nonzero"].per_step == 2.0
+    path, line = old["aten::nonzero"].source.removeprefix("profiling advisor rule ").split(":")
+    [found] = (FIXTURES / "mirror").glob(f"github/Ascend/mstt/*/{path}")
+    assert "nonzero" in found.read_text(encoding="utf-8").splitlines()[int(line) + 1]
+    new = {f.op for f in aicpu_dtype_findings(ol, rules, "8.5.0", 2)}
+    # the later set lists float64 for every op type and has no nonzero rule of its own
+    assert new == set()
