@@ -53,6 +53,7 @@ ALIASES: dict[str, frozenset[str]] = {
     "type_as": frozenset({"type_as", "to_copy"}),
     "transpose": frozenset({"transpose", "t"}),
 }
+_LINEAR = "aten::linear"
 NOTE = ("matched as the set of the chain's ops on one source line or in one module and its "
         "children (a trace keeps no call order)")
 
@@ -101,6 +102,10 @@ def _sites(oplist: OpList) -> dict[str, dict[str, set[str]]]:
     direct children."""
     sites: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for use in oplist.ops:
+        if _LINEAR in use.via:
+            # nn.Linear's own weight transpose and input reshape (its decomposition), not a
+            # transpose or view the user wrote: no confusion_transpose for every Linear
+            continue
         name = _norm(use.op)
         for loc in use.locations:
             sites[loc][name].add(use.op)

@@ -266,3 +266,20 @@ def test_aicpu_dtype_rules_pick_the_cann_set_and_name_the_dtype(cat: Catalog) ->
     new = {f.op for f in aicpu_dtype_findings(ol, rules, "8.5.0", 2)}
     # the later set lists float64 for every op type and has no nonzero rule of its own
     assert new == set()
+
+
+def test_a_linear_layers_own_transpose_and_view_are_no_confusion_transpose() -> None:
+    from opcheck.db.advisor import AdvisorRule
+
+    rule = AdvisorRule("aten", "torch_npu.npu_confusion_transpose",
+                       "(permute|transpose)-(contiguous){0,1}-(reshape|view)", "6.3.RC2", "",
+                       "x.yaml", 7, "")
+    inside = [OpUse("aten::t", 1, locations=["m.py:5"], parent="aten::linear",
+                    via=["aten::linear"]),
+              OpUse("aten::view", 1, locations=["m.py:5"], parent="aten::linear",
+                    via=["aten::linear"])]
+    assert match_chains(OpList("m", "runtime", "", ops=inside), [rule]) == []
+    written = [OpUse("aten::permute", 1, locations=["m.py:6"]),
+               OpUse("aten::view", 1, locations=["m.py:6"])]
+    [hit] = match_chains(OpList("m", "runtime", "", ops=inside + written), [rule])
+    assert hit.lines == ["m.py:6"]
