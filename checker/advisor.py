@@ -51,7 +51,9 @@ ALIASES: dict[str, frozenset[str]] = {
     "matmul": frozenset({"matmul", "mm", "bmm", "baddbmm"}),
     "dropout": frozenset({"dropout", "native_dropout"}),
     "type_as": frozenset({"type_as", "to_copy"}),
-    "transpose": frozenset({"transpose", "t"}),
+    # not aten::t: nn.Linear records it (with a view for 3-D inputs) at every layer, and the
+    # runtime trace does not always record aten::linear as the composite it came from
+    "transpose": frozenset({"transpose"}),
 }
 _LINEAR = "aten::linear"
 NOTE = ("matched as the set of the chain's ops on one source line or in one module and its "
