@@ -18,12 +18,8 @@ _SKIP = {"tests", "benchmarks", "build", "data", "node_modules"}
 
 # file or file:function → why it may still be over its limit
 _NOT_YET: dict[str, str] = {
-    "db/tables.py": "issue 40: this round's four tables took it over; to split by area",
-    "scrapers/aclnn_docs.py": "issue 40: to split by its steps",
     "tracers/realdevice.py": "issue 40: to split by its steps",
     "contrib/workarounds.py": "issue 40: to split by its steps",
-    "scrapers/opplugin.py": "issue 40: to split by its steps",
-    "contrib/verify.py": "issue 40: to split by its steps",
     "tracers/runtime.py:trace_module": "issue 40: to split by its steps",
     "tracers/script.py:handle": "issue 40: to split by its steps",
 }
