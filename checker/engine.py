@@ -263,6 +263,41 @@ def _sites(rows: Sequence[db.SiteRow]) -> list[EngineSite]:
                        r.entry) for r in rows]
 
 
+def _sites_at(rows_by_fn: Mapping[str, Sequence[db.SiteRow]], cann: str,
+              parsed: dict[tuple[str, str], list[EngineSite]],
+              ) -> tuple[dict[str, list[EngineSite]], dict[str, str], list[str]]:
+    """Per function: the sites of the CANN version chosen for ``cann``, the docs' base url and
+    why that version (``parsed`` caches the formulas: they parse once per function and version)."""
+    by_fn: dict[str, list[EngineSite]] = {}
+    urls: dict[str, str] = {}
+    bases: list[str] = []
+    for fn, rows in rows_by_fn.items():
+        chosen = choose_version((r.cann for r in rows), cann)
+        if chosen is None:
+            continue
+        version, basis = chosen
+        at = [r for r in rows if r.cann == version]
+        if (fn, version) not in parsed:
+            parsed[fn, version] = _sites(at)
+        by_fn[fn] = parsed[fn, version]
+        urls[fn] = at[0].base_url
+        bases.append(f"{fn}: {basis}")
+    return by_fn, urls, bases
+
+
+def _aicpu_restriction(d: EngineDecision, sig: Signature, judged_on: str,
+                       basis: str) -> Restriction:
+    cite = d.because[0] if d.because else (d.launch[0] if d.launch else None)
+    return Restriction(
+        d.aclnn, f"{d.aclnn} runs {', '.join(d.aicpu_ops)} on the AI CPU on "
+                 f"{judged_on} for {_sig_text(sig)}"
+                 + (f" ({cite.text}, {cite.where})" if cite else "")
+                 + ": a host round trip per call, slower than the AI Core",
+        (), cite.url if cite else "", hardware=judged_on, source="cann_engine",
+        products_failing=(judged_on,), basis=basis, slow=True,
+        inferred=basis.startswith("inferred") or "inferred" in basis)
+
+
 def engine_lookup(cat: Catalog, hardware: str | None) -> EngineLookup | None:
     """Per op: its engine per call signature and its binaries on the target product; None
     when the catalog has no engine facts. Without ``hardware`` the calls are judged on 910B
@@ -314,20 +349,7 @@ def engine_lookup(cat: Catalog, hardware: str | None) -> EngineLookup | None:
         functions = list(dict.fromkeys(x.aclnn for x in links))
         if not functions:
             return EngineFacts()
-        by_fn: dict[str, list[EngineSite]] = {}
-        urls: dict[str, str] = {}
-        bases: list[str] = []
-        for fn, rows in rows_of(functions).items():
-            chosen = choose_version((r.cann for r in rows), target.cann)
-            if chosen is None:
-                continue
-            version, basis = chosen
-            at = [r for r in rows if r.cann == version]
-            if (fn, version) not in parsed:  # formulas parse once per function and version
-                parsed[fn, version] = _sites(at)
-            by_fn[fn] = parsed[fn, version]
-            urls[fn] = at[0].base_url
-            bases.append(f"{fn}: {basis}")
+        by_fn, urls, bases = _sites_at(rows_of(functions), target.cann, parsed)
         if not by_fn:
             return EngineFacts()
         basis = "; ".join(dict.fromkeys(bases))
@@ -350,25 +372,14 @@ def engine_lookup(cat: Catalog, hardware: str | None) -> EngineLookup | None:
                     decided[key] = decide(fn, by_fn[fn], call, {"": urls[fn]})
                 decisions.append(decided[key])
             _add_call(result, sig, decisions, steps)
-            for d in decisions:
-                if d.engine == "aicpu":
-                    cite = d.because[0] if d.because else (d.launch[0] if d.launch else None)
-                    restrictions.append(Restriction(
-                        d.aclnn, f"{d.aclnn} runs {', '.join(d.aicpu_ops)} on the AI CPU on "
-                                 f"{judged_on} for {_sig_text(sig)}"
-                                 + (f" ({cite.text}, {cite.where})" if cite else "")
-                                 + ": a host round trip per call, slower than the AI Core",
-                        (), cite.url if cite else "", hardware=judged_on, source="cann_engine",
-                        products_failing=(judged_on,), basis=basis, slow=True,
-                        inferred=basis.startswith("inferred") or "inferred" in basis))
+            restrictions += [_aicpu_restriction(d, sig, judged_on, basis)
+                             for d in decisions if d.engine == "aicpu"]
         binaries, missing = _binaries(by_fn, soc, judged_on, bins_of, target.cann,
                                       lambda fn: documented_on(fn, target.cann))
-        for m in missing:
-            restrictions.append(Restriction(
-                m["aclnn"], m["message"], (), m.get("url", ""), hardware=judged_on,
-                unsupported=m["every_route"], source="cann_binary",
-                products_failing=(judged_on,), error="561000", basis=m["basis"],
-                inferred="inferred" in m["basis"]))
+        restrictions += [Restriction(
+            m["aclnn"], m["message"], (), m.get("url", ""), hardware=judged_on,
+            unsupported=m["every_route"], source="cann_binary", products_failing=(judged_on,),
+            error="561000", basis=m["basis"], inferred="inferred" in m["basis"]) for m in missing]
         doc = result.to_json()
         doc["product"] = judged_on
         doc["soc"] = soc

@@ -29,6 +29,7 @@ unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from opcheck.checker.resolve import COMPOSITE_EXPLICIT, Resolver
@@ -73,6 +74,41 @@ def _before_autograd_registration(resolver: Resolver) -> bool:
         return minor_key(resolver.release.torch) < (2, 3)
     except ValueError:  # no torch version in the release matrix
         return False
+
+
+def _notes(oplist: OpList, resolver: Resolver, decomposed: dict[str, list[str]],
+           empty: Sequence[str], whole: Sequence[str]) -> list[str]:
+    """What ``received`` says about the ops that reach the NPU other than as called."""
+    release = resolver.release.torch_npu
+    notes: list[str] = []
+    for op, names in sorted(decomposed.items()):
+        if not names:
+            continue
+        shown = ", ".join(names[:MAX_NAMED])
+        more = f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else ""
+        notes.append(
+            f"{op} has no NPU kernel in torch_npu {release}: the NPU receives its "
+            f"decomposition ({shown}{more})"
+        )
+    for op in empty:
+        notes.append(
+            f"{op} has no NPU kernel in torch_npu {release}; its decomposition sends no op to "
+            "the device"
+        )
+    unregistered = [op for op in whole if op not in BACKWARD_FORMULA]
+    if oplist.mode == "train" and unregistered and _before_autograd_registration(resolver):
+        shown = ", ".join(unregistered[:MAX_NAMED])
+        more = (f" and {len(unregistered) - MAX_NAMED} more"
+                if len(unregistered) > MAX_NAMED else "")
+        notes.append(
+            f"approximate: torch_npu {release} is built on torch "
+            f"{resolver.release.torch_minor}, before torch_npu registered its kernels for "
+            f"composite ops on the autograd key (torch 2.3), so the backward of {shown}{more} "
+            "depends on how each kernel is written (torch may warn that no autograd kernel "
+            "was registered, and gradients can be missing); the backward shown is their "
+            "decomposition's"
+        )
+    return notes
 
 
 def received(oplist: OpList, resolver: Resolver) -> Received:
@@ -150,34 +186,7 @@ def received(oplist: OpList, resolver: Resolver) -> Received:
             mine = decomposed.setdefault(top.op, [])
             mine.extend(n for n in names if n not in mine)
 
-    notes = []
-    for op, names in sorted(decomposed.items()):
-        if not names:
-            continue
-        shown = ", ".join(names[:MAX_NAMED])
-        more = f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else ""
-        notes.append(
-            f"{op} has no NPU kernel in torch_npu {release}: the NPU receives its "
-            f"decomposition ({shown}{more})"
-        )
-    for op in empty:
-        notes.append(
-            f"{op} has no NPU kernel in torch_npu {release}; its decomposition sends no op to "
-            "the device"
-        )
-    unregistered = [op for op in whole if op not in BACKWARD_FORMULA]
-    if oplist.mode == "train" and unregistered and _before_autograd_registration(resolver):
-        shown = ", ".join(unregistered[:MAX_NAMED])
-        more = (f" and {len(unregistered) - MAX_NAMED} more"
-                if len(unregistered) > MAX_NAMED else "")
-        notes.append(
-            f"approximate: torch_npu {release} is built on torch "
-            f"{resolver.release.torch_minor}, before torch_npu registered its kernels for "
-            f"composite ops on the autograd key (torch 2.3), so the backward of {shown}{more} "
-            "depends on how each kernel is written (torch may warn that no autograd kernel "
-            "was registered, and gradients can be missing); the backward shown is their "
-            "decomposition's"
-        )
+    notes = _notes(oplist, resolver, decomposed, empty, whole)
     return Received(
         release=release,
         ops=sorted(out.values(), key=lambda u: u.op),

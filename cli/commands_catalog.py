@@ -127,7 +127,7 @@ def op(
                           "torch_npu's registrations), so no history; entries name it")
             _print_workarounds(console, cat, ids)
             return
-        rows, info, first_any = hist.rows, hist.info, hist.first_npu
+        rows = hist.rows
         paths: dict[str, Any] = {}
         if hardware:
             from opcheck.checker.kernel_path import Settings, on_off, release_paths
@@ -136,57 +136,64 @@ def op(
                 (h.release, h.resolution.status if h.resolution else None,
                  h.resolution.kernel if h.resolution else "") for h in rows), hardware,
                 Settings(on_off(jit_compile, "--jit-compile")))
-        if fmt == "json":
-            doc = hist.to_json()
-            for entry in doc["releases"] if hardware else ():
-                d = paths.get(entry["torch_npu"])
-                entry["path"] = {d.product: d.path} if d else {}
-                entry["path_why"] = d.why if d else ""
-                entry["path_inferred"] = d.inferred if d else False
-            typer.echo(json.dumps(doc, indent=2))
-            return
-        from opcheck.cli.render import Column, Grid, show_grid, status_style, wide_console
+        _print_history(cat, opname, hist, paths, hardware, fmt)
 
-        grid = Grid([Column("torch_npu"), Column("torch"), Column("train"),
-                     Column("CANN"), Column("status", style=status_style),
-                     Column("kernel", compact=False),
-                     Column("aclnn / via", compact=False),
-                     *([Column(f"path on {hardware}")] if hardware else [])])
-        matrix_only = []
-        for h in rows:
-            r = h.resolution
-            if r is None:
-                matrix_only.append(h.release.torch_npu)
-                continue
-            note = " → ".join(r.via[1:]) if len(r.via) > 1 else (r.aclnn or "")
-            d = paths.get(h.release.torch_npu)
-            path = [(d.path + (" (inferred)" if d.inferred else "")) if d else ""]
-            grid.add(h.release.torch_npu, h.release.torch, h.release.train, h.release.cann,
-                     str(r.status), r.kernel, note, *(path if hardware else []))
-        if fmt == "csv":
-            show_grid(grid, "csv")
-            return
-        console = wide_console()
-        kind = ""
-        if info and info.kernel_kind:
-            delegate = (f", delegates to {info.structured_delegate}"
-                        if info.structured_delegate else "")
-            kind = f"  ({info.kernel_kind}{delegate})"
-        console.print(f"[bold]{opname}[/bold]{kind}")
-        console.print(f"first release with an NPU kernel: [bold]{first_any or 'none'}[/bold]")
-        console.file.flush()
-        show_grid(grid)
-        if matrix_only:
-            n = len(matrix_only)
-            span = matrix_only[0] if n == 1 else f"{matrix_only[0]} … {matrix_only[-1]}"
-            console.print(f"{n} older release{' has' if n == 1 else 's have'} no kernel list "
-                          f"in the catalog ({span})", style="dim")
-        _print_history_extras(console, hist.to_json())
-        _print_workarounds(console, cat, hist.workarounds)
-        newest = next((paths[h.release.torch_npu] for h in reversed(rows)
-                       if h.release.torch_npu in paths), None)
-        if newest is not None:
-            console.print(f"path on {hardware}, newest release: {newest.path}: {newest.why}")
+
+def _print_history(cat: Any, opname: str, hist: Any, paths: dict[str, Any],
+                   hardware: str | None, fmt: str) -> None:
+    """`op`'s answer for one op: its history as JSON, CSV or a table with the notes after it."""
+    rows, info, first_any = hist.rows, hist.info, hist.first_npu
+    if fmt == "json":
+        doc = hist.to_json()
+        for entry in doc["releases"] if hardware else ():
+            d = paths.get(entry["torch_npu"])
+            entry["path"] = {d.product: d.path} if d else {}
+            entry["path_why"] = d.why if d else ""
+            entry["path_inferred"] = d.inferred if d else False
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    from opcheck.cli.render import Column, Grid, show_grid, status_style, wide_console
+
+    grid = Grid([Column("torch_npu"), Column("torch"), Column("train"),
+                 Column("CANN"), Column("status", style=status_style),
+                 Column("kernel", compact=False),
+                 Column("aclnn / via", compact=False),
+                 *([Column(f"path on {hardware}")] if hardware else [])])
+    matrix_only = []
+    for h in rows:
+        r = h.resolution
+        if r is None:
+            matrix_only.append(h.release.torch_npu)
+            continue
+        note = " → ".join(r.via[1:]) if len(r.via) > 1 else (r.aclnn or "")
+        d = paths.get(h.release.torch_npu)
+        path = [(d.path + (" (inferred)" if d.inferred else "")) if d else ""]
+        grid.add(h.release.torch_npu, h.release.torch, h.release.train, h.release.cann,
+                 str(r.status), r.kernel, note, *(path if hardware else []))
+    if fmt == "csv":
+        show_grid(grid, "csv")
+        return
+    console = wide_console()
+    kind = ""
+    if info and info.kernel_kind:
+        delegate = (f", delegates to {info.structured_delegate}"
+                    if info.structured_delegate else "")
+        kind = f"  ({info.kernel_kind}{delegate})"
+    console.print(f"[bold]{opname}[/bold]{kind}")
+    console.print(f"first release with an NPU kernel: [bold]{first_any or 'none'}[/bold]")
+    console.file.flush()
+    show_grid(grid)
+    if matrix_only:
+        n = len(matrix_only)
+        span = matrix_only[0] if n == 1 else f"{matrix_only[0]} … {matrix_only[-1]}"
+        console.print(f"{n} older release{' has' if n == 1 else 's have'} no kernel list "
+                      f"in the catalog ({span})", style="dim")
+    _print_history_extras(console, hist.to_json())
+    _print_workarounds(console, cat, hist.workarounds)
+    newest = next((paths[h.release.torch_npu] for h in reversed(rows)
+                   if h.release.torch_npu in paths), None)
+    if newest is not None:
+        console.print(f"path on {hardware}, newest release: {newest.path}: {newest.why}")
 
 
 def _print_workarounds(console: Any, cat: Any, ids: list[str]) -> None:

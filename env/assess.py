@@ -260,14 +260,10 @@ def recommend(inv: Inventory, cat: Catalog, release: ReleaseInfo | None,
     return Recommendation(True, reason, tuple(combos))
 
 
-def assess(inv: Inventory, cat: Catalog) -> Assessment:
+def _torch_npu_findings(inv: Inventory, release: ReleaseInfo | None) -> list[Finding]:
+    """torch_npu and what it pairs with."""
     f: list[Finding] = []
     add = f.append
-    release = find_release(cat, inv.torch_npu.version) if inv.torch_npu else None
-    py = inv.python_minor
-    cann = inv.cann
-
-    # torch_npu and what it pairs with
     if inv.torch_npu is None:
         add(Finding("torch_npu", EnvStatus.ABSENT, "torch_npu is not installed"))
     elif release is None:
@@ -278,7 +274,13 @@ def assess(inv: Inventory, cat: Catalog) -> Assessment:
         add(Finding("torch_npu", EnvStatus.OK,
                     f"torch_npu {inv.torch_npu.version} is in the release matrix (train "
                     f"{release.train or '?'}: torch {release.torch}, CANN {release.cann or '?'})"))
+    return f
 
+
+def _torch_findings(inv: Inventory, cat: Catalog, release: ReleaseInfo | None) -> list[Finding]:
+    """torch: the pairing with torch_npu, the build, the project's own torch."""
+    f: list[Finding] = []
+    add = f.append
     if inv.torch is None:
         status = EnvStatus.MISMATCH if inv.torch_npu is not None else EnvStatus.ABSENT
         add(Finding("torch", status, "torch is not installed"
@@ -317,8 +319,14 @@ def assess(inv: Inventory, cat: Catalog) -> Assessment:
                     f"({inv.project_constraints}) and now has torch {inv.torch.version}: the "
                     "default target moved with it; `pip install PKG -c "
                     f"{inv.project_constraints}` keeps torch, `make install` restores it"))
+    return f
 
-    # CANN
+
+def _cann_findings(inv: Inventory, cat: Catalog, release: ReleaseInfo | None) -> list[Finding]:
+    """CANN: stale variables, the pairing, set_env.sh, other installs."""
+    f: list[Finding] = []
+    add = f.append
+    cann = inv.cann
     for var, value in inv.stale_env:
         add(Finding("cann", EnvStatus.WARNING, f"{var}={value} does not exist (stale set_env.sh?)"))
     env_roots = {c.root for c in inv.cann_installs if c.origin != "default"}
@@ -352,8 +360,14 @@ def assess(inv: Inventory, cat: Catalog) -> Assessment:
         if others:
             add(Finding("cann", EnvStatus.OK, f"other CANN versions installed: {', '.join(others)} "
                                       f"(the active one is {cann.version})"))
+    return f
 
-    # Python
+
+def _python_findings(inv: Inventory, release: ReleaseInfo | None) -> list[Finding]:
+    """Python against what the release supports."""
+    f: list[Finding] = []
+    add = f.append
+    py = inv.python_minor
     if release is not None:
         sup = _supports_python(release, py)
         if sup is None:
@@ -365,8 +379,13 @@ def assess(inv: Inventory, cat: Catalog) -> Assessment:
             add(Finding("python", EnvStatus.MISMATCH,
                         f"torch_npu {release.torch_npu} supports Python "
                         f"{', '.join(_pythons(release))}; this is Python {py}"))
+    return f
 
-    # Driver, firmware, devices: not in the release matrix, so reported, not paired.
+
+def _device_findings(inv: Inventory) -> list[Finding]:
+    """Driver, firmware, devices: not in the release matrix, so reported, not paired."""
+    f: list[Finding] = []
+    add = f.append
     smi = inv.npu_smi
     if smi is not None and smi.error:
         add(Finding("npu", EnvStatus.WARNING, f"npu-smi info failed ({smi.error})"))
@@ -394,11 +413,15 @@ def assess(inv: Inventory, cat: Catalog) -> Assessment:
         add(Finding("npu", EnvStatus.OK, f"{len(inv.devices)} device node(s) /dev/davinci*"))
     elif smi is None or not smi.error:
         add(Finding("npu", EnvStatus.ABSENT, "no NPU found (no npu-smi chips, no /dev/davinci*)"))
+    return f
 
-    for p in inv.problems:
-        add(Finding("files", EnvStatus.WARNING, p))
 
-    findings = tuple(f)
+def assess(inv: Inventory, cat: Catalog) -> Assessment:
+    release = find_release(cat, inv.torch_npu.version) if inv.torch_npu else None
+    findings = tuple([*_torch_npu_findings(inv, release), *_torch_findings(inv, cat, release),
+                      *_cann_findings(inv, cat, release), *_python_findings(inv, release),
+                      *_device_findings(inv),
+                      *(Finding("files", EnvStatus.WARNING, p) for p in inv.problems)])
     return Assessment(inv, release, findings, recommend(inv, cat, release, findings))
 
 

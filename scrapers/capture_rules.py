@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from opcheck.core.errors import ScrapeError
+from opcheck.scrapers.cpp_text import string_literals
 from opcheck.scrapers.rows import Origin
 
 ACLOP, GENERATOR, RNG_SAFE = "aclop", "generator", "rng_graph_safe"
@@ -61,23 +62,12 @@ class CaptureRuleRow:
     line: int
 
 
-_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 # a C++ function definition head: `Type Class::name(` / `inline void name(` at column 0
 _FUNC = re.compile(r"^[A-Za-z_][\w:<>,\s\*&]*?\b((?:\w+::)*~?\w+)\s*\([^;]*$")
 
 
 def _literal(args: str) -> str:
-    """The string literals of a call's arguments, joined (C++ concatenates adjacent ones)."""
-    parts, end = [], None
-    for m in _STRING.finditer(args):
-        # a value between two literals (an op name, a status) shows as <…>
-        if end is not None and re.search(r"\w", args[end:m.start()]):
-            parts.append("<…>")
-        parts.append(m.group(1))
-        end = m.end()
-    text = "".join(parts)
-    text = text.replace('\\"', '"').replace("\\n", " ")
-    return re.sub(r"\s+", " ", text).strip()[:MAX_TEXT]
+    return string_literals(args, MAX_TEXT)
 
 
 def _call_args(lines: list[str], start: int, col: int) -> str:

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from opcheck.core.errors import ScrapeError
+from opcheck.scrapers.cpp_text import string_literals
 from opcheck.scrapers.rows import Origin
 
 COLLECTIVE, CHECKS_DTYPE, REFUSED, AVG_DIVIDE = "collective", "checks_dtype", "refused", "avg_divide"
@@ -81,22 +82,13 @@ class HcclRow:
     line: int
 
 
-_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _METHOD = re.compile(r"^c10::intrusive_ptr<[\w:]*Work>\s+ProcessGroupHCCL::(\w+)\s*\(")
 _HCCL_CALL = re.compile(r"\b[hH]ccl([A-Z]\w*?)\s*\(")
 _NOT_HCCL_FN = re.compile(r"^(Comm|Get|Group|DataType|Result|Reduce$|RootInfo)")
 
 
 def _literal(args: str) -> str:
-    """The string literals of a call's arguments, joined; a value between two shows as <…>."""
-    parts, end = [], None
-    for m in _STRING.finditer(args):
-        if end is not None and re.search(r"\w", args[end:m.start()]):
-            parts.append("<…>")
-        parts.append(m.group(1))
-        end = m.end()
-    text = "".join(parts).replace('\\"', '"').replace("\\n", " ")
-    return re.sub(r"\s+", " ", text).strip()[:MAX_TEXT]
+    return string_literals(args, MAX_TEXT)
 
 
 def _statement(lines: list[str], i: int) -> str:

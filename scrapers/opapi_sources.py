@@ -42,6 +42,7 @@ from functools import cache
 
 from opcheck.core.errors import ScrapeError
 from opcheck.core.opname import split_top_level
+from opcheck.scrapers.opapi_types import cpp_class, cpp_kernel_name, schema_arg_classes
 from opcheck.scrapers.rows import KernelRow, Origin
 
 __all__ = [
@@ -104,7 +105,7 @@ class CppFunction:
         return all(g.admits(torch) for g in self.guards)
 
     def param_classes(self) -> tuple[str, ...]:
-        return tuple(_cpp_class(t) for t, _ in self.params)
+        return tuple(cpp_class(t) for t, _ in self.params)
 
 
 @dataclass(frozen=True)
@@ -318,96 +319,6 @@ def _leading_newlines(code: str, pos: int) -> int:
     return code.count("\n", pos, j)
 
 
-# --------------------------------------------------------------------------- type classes
-
-_CPP_CLASSES = {
-    "Tensor": "T", "TensorList": "T[]", "ITensorListRef": "T[]", "vector<Tensor>": "T[]",
-    "List<optional<Tensor>>": "T?[]", "Scalar": "S", "int64_t": "i", "SymInt": "i",
-    "IntArrayRef": "i[]", "SymIntArrayRef": "i[]", "OptionalIntArrayRef": "i[]?",
-    "OptionalSymIntArrayRef": "i[]?", "OptionalArrayRef<int64_t>": "i[]?",
-    "OptionalArrayRef<SymInt>": "i[]?", "double": "f", "ArrayRef<double>": "f[]",
-    "bool": "b", "string_view": "s", "string": "s", "ScalarType": "dt", "Layout": "layout",
-    "Device": "device", "Generator": "gen", "MemoryFormat": "mf", "Dimname": "dn",
-    "DimnameList": "dn[]", "Stream": "stream", "Storage": "storage", "ArrayRef<Scalar>": "S[]",
-}
-
-
-@cache  # pure, and called for the same few strings over and over
-def _cpp_class(cpp_type: str) -> str:
-    t = re.sub(r"\b(?:const|volatile|struct)\b|[&*]", " ", cpp_type)
-    t = re.sub(r"\b(?:at|c10|std|torch)::", "", t)
-    t = "".join(t.split())
-    optional = False
-    m = re.fullmatch(r"optional<(.*)>", t)
-    if m:
-        t, optional = m.group(1), True
-    cls = "b[]" if re.fullmatch(r"array<bool,\d+>", t) else _CPP_CLASSES.get(t, "?" + t)
-    return cls + "?" if optional and not cls.endswith("?") else cls
-
-
-_SCHEMA_CLASSES = {
-    "Tensor": "T", "Scalar": "S", "int": "i", "SymInt": "i", "float": "f", "bool": "b",
-    "str": "s", "ScalarType": "dt", "Layout": "layout", "Device": "device", "Generator": "gen",
-    "MemoryFormat": "mf", "Dimname": "dn", "Stream": "stream", "Storage": "storage",
-}
-
-
-def _schema_class(arg_type: str) -> str:
-    t = re.sub(r"\([a-z]!?\)", "", arg_type.strip())  # Tensor(a!) → Tensor
-    optional_list = t.endswith("[]?") or bool(re.search(r"\[\d+\]\?$", t))
-    if optional_list:
-        t = re.sub(r"\[\d*\]\?$", "", t)
-        return _SCHEMA_CLASSES.get(t, "?" + t) + "[]?"
-    is_list = bool(re.search(r"\[\d*\]$", t))
-    if is_list:
-        t = re.sub(r"\[\d*\]$", "", t)
-        elem_optional = t.endswith("?")
-        t = t.rstrip("?")
-        base = _SCHEMA_CLASSES.get(t, "?" + t)
-        return base + ("?[]" if elem_optional else "[]")
-    optional = t.endswith("?")
-    t = t.rstrip("?")
-    return _SCHEMA_CLASSES.get(t, "?" + t) + ("?" if optional else "")
-
-
-@cache  # pure, and called for the same few strings over and over
-def schema_arg_classes(schema: str) -> tuple[str, ...]:
-    """Type class of each argument of an ATen schema, in order (``*`` dropped)."""
-    m = re.match(r"\s*[\w.]+\((.*)\)\s*->", schema, re.S)
-    if not m:
-        raise ValueError(f"not a schema: {schema!r}")
-    out: list[str] = []
-    for arg in split_top_level(m.group(1)):
-        if arg == "*":
-            continue
-        arg = arg.split("=", 1)[0].strip()
-        out.append(_schema_class(arg.rsplit(" ", 1)[0]))
-    return tuple(out)
-
-
-def _is_out(schema: str) -> bool:
-    m = re.match(r"\s*[\w.]+\((.*)\)\s*->", schema, re.S)
-    if not m or "*" not in split_top_level(m.group(1)):
-        return False
-    kw = split_top_level(m.group(1))
-    star = kw.index("*")
-    return any(re.search(r"\([a-z]!\)", a) for a in kw[star + 1:])
-
-
-@cache  # pure, and called for the same few strings over and over
-def cpp_kernel_name(schema: str, section: str) -> str:
-    """The C++ function name op-plugin gives the kernel of a YAML entry (torchgen's rule)."""
-    base = re.match(r"\s*([\w]+)", schema)
-    if not base:
-        raise ValueError(f"not a schema: {schema!r}")
-    name = base.group(1)
-    if _is_out(schema):
-        name += "_out"
-    if section == "symint":
-        name += "_symint"
-    return name
-
-
 # --------------------------------------------------------------------------- linking
 
 
@@ -470,7 +381,7 @@ def _called_overloads(fn: CppFunction, path: str, name: str,
     fitting = [(p, f) for p, f in others if any(len(f.params) == len(a) for a in calls)]
     # an argument that is one of fn's own parameters has a known type: a Tensor is not
     # passed where the overload takes a Scalar (div_(self, lambd) with a double lambd)
-    mine = {pname: _cpp_class(ptype) for ptype, pname in fn.params if pname}
+    mine = {pname: cpp_class(ptype) for ptype, pname in fn.params if pname}
     typed = [(p, f) for p, f in fitting if any(
         len(f.params) == len(a) and all(_may_pass(mine.get(x, "?"), c)
                                          for x, c in zip(a, f.param_classes(), strict=True))
@@ -487,6 +398,54 @@ def _may_pass(arg: str, param: str) -> bool:
     if p == "S":
         return a in ("i", "f", "b")
     return p == "f" and a == "i"
+
+
+def _groups(kernels: list[KernelRow]) -> tuple[
+        set[tuple[str, str | None]], dict[tuple[str, str, bool], list[str]], dict[str, str | None]]:
+    """The op_api kernels of the YAML grouped per (op, schema, symint naming): the versions
+    each is registered for; with the (op, torch) pairs of the symint: section and each op's
+    gen_opapi function. An op of the official section that the symint: section also lists for
+    that torch version gets the _symint C++ name, as op-plugin's generator gives it."""
+    symint = {(k.op, k.torch) for k in kernels if k.section == "symint"}
+    symint_op_api = {(k.op, k.torch) for k in kernels if k.section == "symint" and k.op_api}
+    groups: dict[tuple[str, str, bool], list[str]] = {}
+    aclnn_of: dict[str, str | None] = {}
+    for k in kernels:
+        if not (k.op_api and k.schema) or k.status != "kernel":
+            continue
+        sym = k.section == "symint" or (k.op, k.torch) in symint
+        if sym and k.section != "symint" and (k.op, k.torch) in symint_op_api:
+            continue  # the symint: entry of the same version stands for it
+        versions = groups.setdefault((k.op, k.schema, sym), [])
+        if k.torch is not None and k.torch not in versions:
+            versions.append(k.torch)
+        aclnn_of.setdefault(k.op, k.aclnn)
+    return symint, groups, aclnn_of
+
+
+def _match(candidates: list[tuple[str, CppFunction]], schema: str, versions: list[str],
+           ) -> tuple[list[tuple[str, CppFunction]], str]:
+    """The functions named like the kernel that implement ``schema``, and how good the match
+    is (see the module docstring); none, and why not, when no one function can be told."""
+    want = schema_arg_classes(schema)
+    exact = [(p, f) for p, f in candidates if len(f.params) == len(want) and all(
+        _compatible(c, w) for c, w in zip(f.param_classes(), want, strict=True))]
+    loose = [(p, f) for p, f in candidates if len(f.params) == len(want) and all(
+        _compatible(c, w) or c.startswith("?") or w.startswith("?")
+        for c, w in zip(f.param_classes(), want, strict=True))]
+    if len(exact) == 1:
+        return exact, "signature"
+    if exact and len({f.param_classes() for _, f in exact}) == 1:
+        # one function defined once per torch range under #if VERSION_BETWEEN: exact when
+        # the guards give every version one definition, else every variant is credited
+        admitted = [v for _, f in exact for v in versions if f.admits(v)]
+        clean = bool(versions) and sorted(admitted) == sorted(versions)
+        return exact, "signature" if clean else "signature-variants"
+    if len(loose) == 1 and not exact:
+        return loose, "arity"
+    cname = candidates[0][1].name
+    return [], (f"{len(candidates)} functions named {cname}, "
+                f"{len(exact)} with matching parameters")
 
 
 def link_pin(sources: Iterable[tuple[Origin, str]], kernels: Iterable[KernelRow], *,
@@ -518,23 +477,7 @@ def link_pin(sources: Iterable[tuple[Origin, str]], kernels: Iterable[KernelRow]
         for f in fns:
             if not f.static:
                 by_name.setdefault(f.name, []).append((path, f))
-    # One group per (op, schema, symint naming): the versions it is registered for. An op
-    # of the official section that the symint: section also lists for that torch version gets
-    # the _symint C++ name, as op-plugin's generator gives it.
-    symint = {(k.op, k.torch) for k in kernels_list if k.section == "symint"}
-    symint_op_api = {(k.op, k.torch) for k in kernels_list if k.section == "symint" and k.op_api}
-    groups: dict[tuple[str, str, bool], list[str]] = {}
-    aclnn_of: dict[str, str | None] = {}
-    for k in kernels_list:
-        if not (k.op_api and k.schema) or k.status != "kernel":
-            continue
-        sym = k.section == "symint" or (k.op, k.torch) in symint
-        if sym and k.section != "symint" and (k.op, k.torch) in symint_op_api:
-            continue  # the symint: entry of the same version stands for it
-        versions = groups.setdefault((k.op, k.schema, sym), [])
-        if k.torch is not None and k.torch not in versions:
-            versions.append(k.torch)
-        aclnn_of.setdefault(k.op, k.aclnn)
+    symint, groups, aclnn_of = _groups(kernels_list)
     link = PinLink()
     generated = _generated(kernels_list, symint, config)
     link.rows += generated
@@ -554,31 +497,10 @@ def link_pin(sources: Iterable[tuple[Origin, str]], kernels: Iterable[KernelRow]
                       else f"no op_api function named {cname}")
             link.unlinked.append((op, reason))
             continue
-        want = schema_arg_classes(schema)
-        exact = [(p, f) for p, f in candidates if len(f.params) == len(want) and all(
-            _compatible(c, w) for c, w in zip(f.param_classes(), want, strict=True))]
-        loose = [(p, f) for p, f in candidates if len(f.params) == len(want) and all(
-            _compatible(c, w) or c.startswith("?") or w.startswith("?")
-            for c, w in zip(f.param_classes(), want, strict=True))]
-        chosen: list[tuple[str, CppFunction]]
-        if len(exact) == 1:
-            chosen, match = exact, "signature"
-        elif exact and len({f.param_classes() for _, f in exact}) == 1:
-            # one function defined once per torch range under #if VERSION_BETWEEN: exact when
-            # the guards give every version one definition, else every variant is credited
-            chosen = exact
-            admitted = [v for _, f in exact for v in versions if f.admits(v)]
-            clean = bool(versions) and sorted(admitted) == sorted(versions)
-            match = "signature" if clean else "signature-variants"
-        elif len(loose) == 1 and not exact:
-            chosen, match = loose, "arity"
-        elif aclnn_of.get(op):
+        chosen, match = _match(candidates, schema, versions)
+        if not chosen:
             link.unlinked.append((op, "generated from gen_opapi (no hand-written kernel with "
-                                      "these parameters)"))
-            continue
-        else:
-            link.unlinked.append((op, f"{len(candidates)} functions named {cname}, "
-                                      f"{len(exact)} with matching parameters"))
+                                      "these parameters)" if aclnn_of.get(op) else match))
             continue
         seen: set[tuple[str, str, str, str, int, tuple[str, ...]]] = set()
         any_call = False

@@ -7,6 +7,7 @@ copy) is :mod:`opcheck.sync.upstreams`' business; nothing here imports torch.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from opcheck.core.errors import ScrapeError, UsageError
 from opcheck.core.opname import OpName
@@ -76,6 +77,41 @@ def kernel_kind(
     return BACKEND
 
 
+def _tags(entry: dict[Any, Any], valid_tags: set[str] | None, origin: Origin,
+          line: int) -> tuple[str, ...]:
+    """An entry's ``tags:`` (a name or a list of names), checked against tags.yaml if given."""
+    raw_tags = entry.get("tags", [])
+    if not (
+        raw_tags is None
+        or isinstance(raw_tags, str)
+        or (isinstance(raw_tags, list) and all(isinstance(t, str) for t in raw_tags))
+    ):
+        raise ScrapeError("tags: is not a name or a list of names", source=origin.path, line=line)
+    tags = (raw_tags,) if isinstance(raw_tags, str) else tuple(raw_tags or ())
+    if valid_tags is not None:
+        bad = [t for t in tags if t not in valid_tags]
+        if bad:
+            raise ScrapeError(
+                f"tag(s) not in tags.yaml: {', '.join(repr(str(t))[1:-1] for t in bad)}",
+                source=origin.path,
+                line=line,
+            )
+    return tags
+
+
+def _dispatch_keys(raw_dispatch: object, origin: Origin, line: int) -> list[str]:
+    """The dispatch keys an entry's ``dispatch:`` names (``CPU, CUDA: fn`` names two)."""
+    dispatch: list[str] = []
+    if raw_dispatch is not None:
+        if not isinstance(raw_dispatch, dict):
+            raise ScrapeError("dispatch: is not a mapping", source=origin.path, line=line)
+        for ks in raw_dispatch:
+            for k in str(ks).split(","):
+                if k.strip() and k.strip() not in dispatch:
+                    dispatch.append(k.strip())
+    return dispatch
+
+
 def parse_native_functions(
     text: str,
     *,
@@ -113,32 +149,9 @@ def parse_native_functions(
             raise ScrapeError("entry has no func: string", source=origin.path, line=line)
         op = _canonical(func, origin, line)
 
-        raw_tags = entry.get("tags", [])
-        if not (
-            raw_tags is None
-            or isinstance(raw_tags, str)
-            or (isinstance(raw_tags, list) and all(isinstance(t, str) for t in raw_tags))
-        ):
-            raise ScrapeError("tags: is not a name or a list of names", source=origin.path, line=line)
-        tags = (raw_tags,) if isinstance(raw_tags, str) else tuple(raw_tags or ())
-        if valid_tags is not None:
-            bad = [t for t in tags if t not in valid_tags]
-            if bad:
-                raise ScrapeError(
-                    f"tag(s) not in tags.yaml: {', '.join(repr(str(t))[1:-1] for t in bad)}",
-                    source=origin.path,
-                    line=line,
-                )
-
+        tags = _tags(entry, valid_tags, origin, line)
         raw_dispatch = entry.get("dispatch")
-        dispatch: list[str] = []
-        if raw_dispatch is not None:
-            if not isinstance(raw_dispatch, dict):
-                raise ScrapeError("dispatch: is not a mapping", source=origin.path, line=line)
-            for ks in raw_dispatch:
-                for k in str(ks).split(","):
-                    if k.strip() and k.strip() not in dispatch:
-                        dispatch.append(k.strip())
+        dispatch = _dispatch_keys(raw_dispatch, origin, line)
 
         delegate_raw = entry.get("structured_delegate")
         delegate = _canonical(str(delegate_raw), origin, line) if delegate_raw else None
