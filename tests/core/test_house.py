@@ -20,7 +20,6 @@ _SKIP = {"tests", "benchmarks", "build", "data", "node_modules"}
 _NOT_YET: dict[str, str] = {
     "db/tables.py": "issue 40: this round's four tables took it over; to split by area",
     "scrapers/aclnn_docs.py": "issue 40: to split by its steps",
-    "tracers/realdevice.py": "issue 40: to split by its steps",
     "contrib/workarounds.py": "issue 40: to split by its steps",
     "scrapers/opplugin.py": "issue 40: to split by its steps",
     "scrapers/opapi_sources.py": "issue 40: to split by its steps",
@@ -28,10 +27,8 @@ _NOT_YET: dict[str, str] = {
     "env/assess.py:assess": "issue 40: to split by its steps",
     "checker/engine.py:engine_lookup": "issue 40: to split by its steps",
     "checker/levels.py:received": "issue 40: to split by its steps",
-    "tracers/runtime.py:trace_module": "issue 40: to split by its steps",
     "scrapers/opapi_sources.py:link_pin": "issue 40: to split by its steps",
     "scrapers/pytorch.py:parse_native_functions": "issue 40: to split by its steps",
-    "tracers/script.py:handle": "issue 40: to split by its steps",
     "cli/commands_catalog.py:op": "issue 40: to split by its steps",
 }
 
