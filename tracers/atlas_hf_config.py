@@ -31,7 +31,8 @@ def _int(d: dict[str, Any], key: str) -> int | None:
 
 def clamp_topk(cfgs: list[Any]) -> None:
     """A top-k no larger than the (shrunk) expert count, whatever name the config stores either
-    under: a top-6 router over 4 experts stops the trace at topk."""
+    under: a top-6 router over 4 experts stops the trace at topk. A top-k the default config
+    leaves unset (None) beside a set expert count gets 2: the router calls topk(k=None)."""
     for c in cfgs:
         d = vars(c)
         experts = [n for n in (_int(d, _real_name(c, k)) for k in EXPERT_NAMES) if n]
@@ -40,7 +41,7 @@ def clamp_topk(cfgs: list[Any]) -> None:
         most = min(experts)
         for key in {_real_name(c, k) for k in TOPK_NAMES}:
             k = _int(d, key)
-            if k is not None and k > most:
+            if (k is not None and k > most) or (key in d and d[key] is None):
                 setattr(c, key, min(2, most))
 
 

@@ -78,17 +78,21 @@ def test_topk_is_clamped_to_the_shrunk_experts_under_an_aliased_name() -> None:
         model_type = "tiny_moe"
         attribute_map: ClassVar[dict[str, str]] = {"num_experts": "moe_num_experts", "num_experts_per_tok": "moe_k"}
 
-        def __init__(self, moe_num_experts: int = 64, moe_k: int = 6, **kw: Any) -> None:
+        def __init__(self, moe_num_experts: int = 64, moe_k: int | None = 6,
+                     **kw: Any) -> None:
             self.moe_num_experts, self.moe_k = moe_num_experts, moe_k
             super().__init__(**kw)
 
     cfg = MoeConfig()
     atlas_hf._shrink_experts(cfg)
     atlas_hf_config.clamp_topk([cfg])
-    assert cfg.moe_num_experts <= 4 and 1 <= cfg.moe_k <= cfg.moe_num_experts
-    untouched = MoeConfig(moe_num_experts=8, moe_k=2)
+    assert cfg.moe_k is not None and 1 <= cfg.moe_k <= cfg.moe_num_experts <= 4
+    untouched = MoeConfig(moe_num_experts=8, moe_k=3)
     atlas_hf_config.clamp_topk([untouched])
-    assert untouched.moe_k == 2
+    assert untouched.moe_k == 3
+    unset = MoeConfig(moe_num_experts=8, moe_k=None)  # left to the checkpoint by default
+    atlas_hf_config.clamp_topk([unset])
+    assert unset.moe_k == 2
 
 
 def test_a_head_gets_the_sub_config_of_its_config_class() -> None:
