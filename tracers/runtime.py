@@ -248,7 +248,10 @@ _SAME_ON_REAL = re.compile(
     r"is invalid for input of size|Sizes of tensors must match|index out of range|"
     r"out of bounds for dimension|object has no attribute|unexpected keyword argument|"
     r"missing \d+ required positional argument|must be int, not NoneType|"
-    r"object is not (callable|subscriptable|iterable)|unsupported operand type"
+    r"object is not (callable|subscriptable|iterable)|unsupported operand type|"
+    r"Dimension out of range|'NoneType'|"
+    # the model's own checks of its inputs and config, and lookups in Python containers
+    r"^(ValueError|IndexError|KeyError): "
 )
 _FAKE_WORDS = re.compile(r"fake|meta|symbolic|sym(int|bool|float)|guard|data.dependent|"
                          r"real tensor|data pointer|item\(\)|numpy", re.IGNORECASE)

@@ -51,6 +51,8 @@ def test_a_shape_error_is_same_on_real_and_a_value_branch_is_not() -> None:
     # a text naming the fake tensors is the fake trace's failure whatever else it says
     assert not runtime.same_on_real("RuntimeError: FakeTensor object has no attribute 'x'")
     assert runtime.same_on_real("ValueError: not enough values to unpack (expected 3, got 2)")
+    assert runtime.same_on_real("ValueError: Audio must be mono, but got 16000")
+    assert not runtime.same_on_real("AssertionError: Expected a real tensor, not a FakeTensor")
 
 
 def test_a_failure_a_real_run_repeats_skips_the_real_data_rebuild(
