@@ -7,7 +7,7 @@ model_spec="atlas:LIBRARY/NAME")`` with children forked from one template
 reason about the model, failed, the failure causes grouped, and the time per model; ``--out``
 keeps one JSON line per architecture.
 
-Run: .venv/bin/python benchmarks/atlas_reach.py transformers [-j 2] [--only a,b] [--limit N]
+Run: .venv/bin/python benchmarks/atlas_reach.py transformers [-j 2] [--only a,b] [--limit N [--offset K]]
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ def main() -> int:
     ap.add_argument("-j", type=int, default=2)
     ap.add_argument("--only", default="")
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--offset", type=int, default=0,
+                    help="with --limit: start the every-Nth sample here (another sample)")
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--train", action="store_true")
     ap.add_argument("--out", type=Path)
@@ -77,7 +79,7 @@ def main() -> int:
         wanted = set(args.only.split(","))
         rows = [r for r in rows if r["name"] in wanted]
     if args.limit:
-        rows = rows[:: max(1, len(rows) // args.limit)][: args.limit]
+        rows = rows[args.offset:: max(1, len(rows) // args.limit)][: args.limit]
     print(f"{args.library} {doc['version']}: {len(rows)} architectures, -j {args.j}",
           file=sys.stderr)
     start = time.perf_counter()

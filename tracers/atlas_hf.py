@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from opcheck.tracers import atlas_hf_config
 from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
 
 SEQ = 8  # text length: enough for every op a longer sequence sends
@@ -213,6 +214,7 @@ def make_config(model_type: str, level: int) -> Any:
     if level >= 3:
         _shrink_widths(cfg)
     _fill_unset_sizes(cfg)
+    atlas_hf_config.clamp_topk(_subconfigs(cfg))
     for c in _subconfigs(cfg):
         if "use_cache" in vars(c):
             c.use_cache = False  # a forward without a cache: one op list, no cache classes
@@ -239,8 +241,9 @@ def build(
     start = (3 if real else 2) if shrink is None else shrink
     for level in range(start, -1, -1):
         try:
-            cfg = make_config(name, level)
+            cfg = atlas_hf_config.for_class(make_config(name, level), cls)
             if real:
+                atlas_hf_config.shrink_vocab(_subconfigs(cfg))
                 torch.manual_seed(0)
                 model = cls(cfg)
             else:

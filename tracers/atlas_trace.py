@@ -43,6 +43,10 @@ def trace_atlas(
         )  # fmt: skip
     except runtime.PartialTrace as exc:
         why = str(exc)
+        if exc.same_on_real:
+            # a shape or an argument wrong whatever the values: the real-data recorder would
+            # build the model again only to stop at the same line (tens of seconds per model)
+            raise TraceError(why) from None
     del model, args, kwargs
     ol: OpList | None = None
     real_why = ""

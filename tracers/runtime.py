@@ -24,6 +24,7 @@ and, tagged with it as parent, its decomposition; see ``install_composite_kernel
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -110,18 +111,7 @@ def trace_module(
         )
     with fake_mode:
         move_module(model)
-        if not inputs.empty:
-            args = tuple(_fake_from_spec(s) for s in inputs.args)
-            # the factory's non-tensor options (use_cache=...) still apply
-            kwargs = {
-                k: v
-                for k, v in (example_kwargs or {}).items()
-                if not isinstance(v, torch.Tensor) and k not in inputs.kwargs
-            }
-            kwargs.update({k: _fake_from_spec(v) for k, v in inputs.kwargs.items()})
-        else:
-            args = tuple(_convert_example(a) for a in example_args)
-            kwargs = {k: _convert_example(v) for k, v in (example_kwargs or {}).items()}
+        args, kwargs = _fake_inputs(inputs, example_args, example_kwargs or {})
         try:
             model.train(train)
         except NotImplementedError:
@@ -135,27 +125,7 @@ def trace_module(
             with grad, _watch_functions(recorder), mode:
                 out = model(*args, **kwargs)
                 if train:
-                    recorder.enabled = False
-                    outs = _floating_outputs(out)
-                    if not outs:
-                        raise TraceError(
-                            f"{label}: --train: the model returned no differentiable tensor"
-                        )
-                    loss = sum(o.sum() for o in outs)
-                    recorder.enabled = True
-                    recorder.phase = "backward"
-                    if stream is not None:
-                        stream.event({"phase": "backward"})
-                    _mark_nodes(loss.grad_fn, recorder)
-                    loss.backward()
-                    recorder.phase = "optimizer"
-                    if stream is not None:
-                        stream.event({"phase": "optimizer"})
-                    params = [p for p in model.parameters() if p.requires_grad]
-                    # FakeTensor parameters are not plain Tensors, so AdamW would pick its
-                    # per-tensor loop; on npu (a foreach-capable device) it uses _foreach_ ops.
-                    opt = torch.optim.AdamW(params, lr=1e-3, foreach=True)
-                    opt.step()
+                    _backward_and_step(model, out, recorder, label, stream)
                     notes.append(
                         "train: loss = sum of the outputs; backward and one AdamW step traced"
                     )
@@ -186,6 +156,55 @@ def trace_module(
     return ol
 
 
+def _fake_inputs(
+    inputs: InputSpec, example_args: tuple[Any, ...], example_kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The forward's arguments as fake tensors (inside the fake mode): from the input spec
+    when one is given, else the factory's examples converted."""
+    import torch
+
+    if inputs.empty:
+        args = tuple(_convert_example(a) for a in example_args)
+        return args, {k: _convert_example(v) for k, v in example_kwargs.items()}
+    args = tuple(_fake_from_spec(s) for s in inputs.args)
+    # the factory's non-tensor options (use_cache=...) still apply
+    kwargs = {
+        k: v
+        for k, v in example_kwargs.items()
+        if not isinstance(v, torch.Tensor) and k not in inputs.kwargs
+    }
+    kwargs.update({k: _fake_from_spec(v) for k, v in inputs.kwargs.items()})
+    return args, kwargs
+
+
+def _backward_and_step(
+    model: Any, out: Any, recorder: Recorder, label: str, stream: Stream | None
+) -> None:
+    """``--train``: loss = sum of the floating outputs (not recorded), its backward and one
+    AdamW step, each recorded under its phase."""
+    import torch
+
+    recorder.enabled = False
+    outs = _floating_outputs(out)
+    if not outs:
+        raise TraceError(f"{label}: --train: the model returned no differentiable tensor")
+    loss = sum(o.sum() for o in outs)
+    recorder.enabled = True
+    recorder.phase = "backward"
+    if stream is not None:
+        stream.event({"phase": "backward"})
+    _mark_nodes(loss.grad_fn, recorder)
+    loss.backward()
+    recorder.phase = "optimizer"
+    if stream is not None:
+        stream.event({"phase": "optimizer"})
+    params = [p for p in model.parameters() if p.requires_grad]
+    # FakeTensor parameters are not plain Tensors, so AdamW would pick its
+    # per-tensor loop; on npu (a foreach-capable device) it uses _foreach_ ops.
+    opt = torch.optim.AdamW(params, lr=1e-3, foreach=True)
+    opt.step()
+
+
 def _mark_nodes(root: Any, recorder: Recorder) -> None:
     """Hook every autograd node so the recorder knows when a backward formula is running:
     ops outside any node are the engine's own gradient accumulation."""
@@ -209,11 +228,39 @@ def _mark_nodes(root: Any, recorder: Recorder) -> None:
 
 
 class PartialTrace(Exception):
-    """A trace stopped early; carries what was recorded and why."""
+    """A trace stopped early; carries what was recorded and why. ``same_on_real``: the failure
+    is one a run on real values raises the same way (a shape or an argument the model's code
+    gets wrong), so recording on the real-data device instead would only repeat it."""
 
-    def __init__(self, message: str, partial: OpList) -> None:
+    def __init__(self, message: str, partial: OpList, *, same_on_real: bool = False) -> None:
         super().__init__(message)
         self.partial = partial
+        self.same_on_real = same_on_real
+
+
+# What the CPU kernels and Python say about shapes and arguments whatever the tensors hold.
+# Matched on the failure's text; a text naming fake or meta tensors, symbolic sizes or guards is
+# the fake trace's own failure whatever else it says.
+_SAME_ON_REAL = re.compile(
+    r"must have same reduction dim|cannot be multiplied|Attempting to broadcast|"
+    r"must match the size of tensor|expected input\[.*\] to have|normalized_shape|"
+    r"(not enough|too many) values to unpack|split_with_sizes expects|k not in range|"
+    r"is invalid for input of size|Sizes of tensors must match|index out of range|"
+    r"out of bounds for dimension|object has no attribute|unexpected keyword argument|"
+    r"missing \d+ required positional argument|must be int, not NoneType|"
+    r"object is not (callable|subscriptable|iterable)|unsupported operand type|"
+    r"Dimension out of range|'NoneType'|"
+    # the model's own checks of its inputs and config, and lookups in Python containers
+    r"^(ValueError|IndexError|KeyError): "
+)
+_FAKE_WORDS = re.compile(r"fake|meta|symbolic|sym(int|bool|float)|guard|data.dependent|"
+                         r"real tensor|data pointer|item\(\)|numpy", re.IGNORECASE)
+
+
+def same_on_real(text: str) -> bool:
+    """Whether a fake trace's failure (its one-line text) is about shapes or arguments, one a
+    run on real values raises the same way, rather than about the fake tensors."""
+    return bool(_SAME_ON_REAL.search(text)) and not _FAKE_WORDS.search(text)
 
 
 def _partial(recorder: Recorder, label: str, method: str, inputs: InputSpec) -> OpList:
@@ -260,4 +307,4 @@ def _classify_failure(exc: Exception, partial: OpList) -> Exception:
         return PartialTrace(msg, partial)
     msg = f"tracing failed at {where or '?'}: {name}: {text}"
     partial.complete, partial.stopped = False, msg
-    return PartialTrace(msg, partial)
+    return PartialTrace(msg, partial, same_on_real=same_on_real(f"{name}: {text}"))

@@ -397,9 +397,6 @@ def _run_main(code: Any, script: str, extra: dict[str, Any] | None = None) -> No
 def handle(request: dict[str, Any]) -> dict[str, Any]:
     """Worker entry: run the script, return ``{"ok": true, "oplist": ..., "script_error": ...,
     "findings": [...]}``."""
-    import runpy
-
-    import torch
 
     from opcheck.tracers import composite_kernels, realdevice, redirect, runtime
     from opcheck.tracers import settings as run_settings
@@ -425,6 +422,33 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     budget = Budget(recorder, max_steps)
     session.on_forward_start = budget.forward_start
     session.on_optimizer_step = budget.optimizer_step
+    sys.argv = [script, *argv]
+    sys.path.insert(0, str(Path(script).parent))
+    recorded = run_settings.Settings(findings.user_line)
+    try:
+        with _budget_hooks(budget, max_steps), session.active(), \
+                run_settings.recording(recorded):
+            error, stop_line = _run_script(script, budget, max_steps)
+    finally:
+        budget.finish()
+        if stream is not None:
+            stream.close()
+    if error and budget.cut_lines():
+        # a loop cut short may be why (a list the script indexes later is shorter)
+        error += (f" (after opcheck shortened loops: {budget.cut_lines()}; --max-steps 0 runs "
+                  "every iteration)")
+    ol = _script_oplist(recorder, budget, findings, label, error, stop_line)
+    ol.settings = recorded.rows
+    return {"ok": True, "oplist": ol.to_json(), "script_error": error,
+            "findings": list(findings.lines)}  # fmt: skip
+
+
+@contextlib.contextmanager
+def _budget_hooks(budget: Budget, max_steps: int) -> Iterator[None]:
+    """Optimizers counted as they are made; with ``max_steps`` every DataLoader's iterator
+    (wherever the loop over it is, library code too) asks the budget for its next batch."""
+    import torch
+
     optimizer_init = torch.optim.Optimizer.__init__
     loader_iter = torch.utils.data.dataloader._BaseDataLoaderIter
     loader_next = loader_iter.__next__
@@ -438,44 +462,51 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
 
     torch.optim.Optimizer.__init__ = counted_init  # type: ignore[method-assign]
     if max_steps:
-        # every DataLoader's iterator, wherever the loop over it is (library code too)
         loader_iter.__next__ = budgeted_next  # type: ignore[method-assign]
-    error = ""
-    stop_line = ""
-    sys.argv = [script, *argv]
-    sys.path.insert(0, str(Path(script).parent))
-    recorded = run_settings.Settings(findings.user_line)
     try:
-        with session.active(), run_settings.recording(recorded):
-            try:
-                if max_steps:
-                    with budgeted(budget, str(Path(script).parent)):
-                        _run_main(_compile_budgeted(script), script)
-                else:
-                    runpy.run_path(script, run_name="__main__")
-            except StopRun as exc:
-                stop_line = _script_line(exc.__traceback__, script)
-            except SystemExit as exc:
-                if exc.code not in (None, 0):
-                    where = _script_line(exc.__traceback__, script)
-                    error = f"{where}: SystemExit: exited with status {exc.code}".lstrip(": ")
-            except MemoryError:
-                raise
-            except BaseException as exc:  # the script's own failure: reported, ops kept
-                where = _script_line(exc.__traceback__, script)
-                text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                what = f"{type(exc).__name__}: {text}".rstrip(": ")
-                error = f"{where}: {what}" if where else what
+        yield
     finally:
-        budget.finish()
         torch.optim.Optimizer.__init__ = optimizer_init  # type: ignore[method-assign]
         loader_iter.__next__ = loader_next  # type: ignore[method-assign]
-        if stream is not None:
-            stream.close()
+
+
+def _run_script(script: str, budget: Budget, max_steps: int) -> tuple[str, str]:
+    """Run the script as ``__main__``: ``(error, stop_line)``, the script's own failure as one
+    line (its ops kept) and the line where the step budget stopped it."""
+    import runpy
+
+    error = ""
+    stop_line = ""
+    try:
+        if max_steps:
+            with budgeted(budget, str(Path(script).parent)):
+                _run_main(_compile_budgeted(script), script)
+        else:
+            runpy.run_path(script, run_name="__main__")
+    except StopRun as exc:
+        stop_line = _script_line(exc.__traceback__, script)
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            where = _script_line(exc.__traceback__, script)
+            error = f"{where}: SystemExit: exited with status {exc.code}".lstrip(": ")
+    except MemoryError:
+        raise
+    except BaseException as exc:  # the script's own failure: reported, ops kept
+        where = _script_line(exc.__traceback__, script)
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        what = f"{type(exc).__name__}: {text}".rstrip(": ")
+        error = f"{where}: {what}" if where else what
+    return error, stop_line
+
+
+def _script_oplist(
+    recorder: Any, budget: Budget, findings: Any, label: str, error: str, stop_line: str
+) -> OpList:
+    """The run's OpList: the ops, the redirection's findings, the loops cut short and why the
+    run stopped."""
+    import torch
+
     cuts = budget.cut_lines()
-    if error and cuts:
-        # a loop cut short may be why (a list the script indexes later is shorter)
-        error += f" (after opcheck shortened loops: {cuts}; --max-steps 0 runs every iteration)"
     ops = recorder.sorted_ops()
     group_note = findings.collectives.merge_into(ops)
     # nothing reached the device: a YES over no op would be silent about everything
@@ -499,17 +530,14 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
         "transfer_to_npu does; kernels torch_npu picks by shape at run time and numerical "
         "differences are not visible"
     )
-    ol = OpList(
+    return OpList(
         model=label, method=METHOD, ir="runtime-dispatch",
         torch_version=torch.__version__.split("+")[0],
         mode="train" if {"backward", "optimizer"} & phases else "inference",
         notes=notes, ops=ops, complete=not (error or stopped),
         stopped=f"the script raised at {error}" if error else stopped,
-        recorder=RECORDER_REAL,
-        settings=recorded.rows, on_device=bool(ops),
+        recorder=RECORDER_REAL, on_device=bool(ops),
     )  # fmt: skip
-    return {"ok": True, "oplist": ol.to_json(), "script_error": error,
-            "findings": list(findings.lines)}  # fmt: skip
 
 
 def _no_device(budget: Budget) -> str:

@@ -18,10 +18,7 @@ _SKIP = {"tests", "benchmarks", "build", "data", "node_modules"}
 
 # file or file:function → why it may still be over its limit
 _NOT_YET: dict[str, str] = {
-    "tracers/realdevice.py": "issue 40: to split by its steps",
     "contrib/workarounds.py": "issue 40: to split by its steps",
-    "tracers/runtime.py:trace_module": "issue 40: to split by its steps",
-    "tracers/script.py:handle": "issue 40: to split by its steps",
 }
 
 
