@@ -15,6 +15,7 @@ from typing import Any
 from opcheck.core.errors import TraceError
 from opcheck.core.oplist import RECORDER_REAL, OpList
 from opcheck.tracers.atlas_build import build, one_line, parse_spec
+from opcheck.tracers.atlas_inputs import forward_path
 from opcheck.tracers.inputs import InputSpec
 from opcheck.tracers.recorder import Recorder, Stream
 
@@ -37,10 +38,12 @@ def trace_atlas(
     composites = list(composites)
     model, args, kwargs = build(library, name, train=train)
     try:
-        return runtime.trace_module(
+        traced = runtime.trace_module(
             model, inputs, example_args=args, example_kwargs=kwargs, train=train, label=label,
             composites=composites, stream=stream,
         )  # fmt: skip
+        traced.forward = forward_path(model)  # which towers of a multimodal model ran
+        return traced
     except runtime.PartialTrace as exc:
         why = str(exc)
     del model, args, kwargs
@@ -52,6 +55,7 @@ def trace_atlas(
             built = build(library, name, train=train, real=True, shrink=shrink)
             ol = record_real(*built, train=train, label=label, composites=composites,
                              stream=stream)  # fmt: skip
+            ol.forward = forward_path(built[0])
             break
         except MemoryError:
             raise
