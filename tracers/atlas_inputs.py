@@ -10,7 +10,8 @@ type: the next release's multimodal models reuse them. torch is imported lazily.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 # a sub-module whose name holds one of these is a tower fed by a non-text input
@@ -30,6 +31,22 @@ BOUNDS = {
     "audio": (("audio_start_token_id", "audio_bos_token_id"),
               ("audio_end_token_id", "audio_eos_token_id")),
 }  # fmt: skip
+
+
+# the modalities whose towers the last inputs made fed (read by the atlas trace: a failed whole
+# forward is retried on the text path), and the switch making inputs for the text path only
+FED: set[str] = set()
+_TEXT_ONLY: list[bool] = []
+
+
+@contextmanager
+def text_only() -> Iterator[None]:
+    """Inputs made inside leave every tower idle (the text path of a multimodal model)."""
+    _TEXT_ONLY.append(True)
+    try:
+        yield
+    finally:
+        _TEXT_ONLY.pop()
 
 
 def _vals(cfgs: Iterable[Any], *keys: str) -> Any:
@@ -287,6 +304,8 @@ def modal_inputs(
 
     params = list(params)
     out: dict[str, Any] = {}
+    if _TEXT_ONLY:
+        return out
     text = ids()
     makers = (("image", image_inputs, "pixel_values"), ("audio", audio_inputs, "input_features"))
     for modality, makes, key in makers:
@@ -298,6 +317,7 @@ def modal_inputs(
         if not count:
             continue
         out.update(made)
+        FED.add(modality)
         bounds = (token_id(cfg, BOUNDS[modality][0]), token_id(cfg, BOUNDS[modality][1]))
         text = with_placeholders(text, tok, count, bounds)
     if out:

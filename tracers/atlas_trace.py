@@ -30,7 +30,35 @@ def trace_atlas(
     stream: Stream | None = None,
 ) -> OpList:
     """The op list of one atlas architecture. Raises ModelSkip (a reason about the model),
-    TraceError or runtime.PartialTrace when both recorders failed."""
+    TraceError or runtime.PartialTrace when both recorders failed. A multimodal model whose
+    whole forward fails is traced again on its text path (``OpList.forward`` says so)."""
+    from opcheck.tracers import atlas_inputs
+
+    atlas_inputs.FED.clear()
+    try:
+        return _trace_both(spec, inputs, train=train, label=label, composites=composites,
+                           stream=stream)  # fmt: skip
+    except TraceError as exc:
+        if not atlas_inputs.FED:
+            raise
+        why = one_line(exc)
+    with atlas_inputs.text_only():
+        ol = _trace_both(spec, inputs, train=train, label=label, composites=composites,
+                         stream=stream)  # fmt: skip
+    ol.notes.insert(0, f"the whole forward (towers fed) failed ({why}): traced on the text "
+                    "path only")  # fmt: skip
+    return ol
+
+
+def _trace_both(
+    spec: str,
+    inputs: InputSpec,
+    *,
+    train: bool,
+    label: str,
+    composites: Iterable[str],
+    stream: Stream | None,
+) -> OpList:
     from opcheck.tracers import runtime
 
     library, name = parse_spec(spec)
