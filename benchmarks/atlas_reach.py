@@ -45,7 +45,7 @@ def trace_one(library: str, row: dict[str, Any], timeout: float, train: bool) ->
         ol = api.trace(None, model_spec=f"atlas:{library}/{row['name']}", timeout=timeout,
                        memory_mb=4096, train=train)
         status = "traced" if ol.complete else "partial"
-        out.update(recorder=ol.recorder, ops=len(ol.ops), reason=ol.stopped)
+        out.update(recorder=ol.recorder, ops=len(ol.ops), reason=ol.stopped, forward=ol.forward)
     except ModelSkip as exc:
         status, out["reason"] = "skipped", str(exc)
     except TraceError as exc:
@@ -108,6 +108,8 @@ def main() -> int:
                                  if r["status"] in ("failed", "partial"))
     skips = collections.Counter(cause(r.get("reason", "")) for r in results
                                 if r["status"] == "skipped")
+    multimodal = [r for r in results if r["task"] == "multimodal" and r["status"] == "traced"]
+    full = sum(1 for r in multimodal if r.get("forward") == "full")
     traced_times = sorted(r["seconds"] for r in results if r["status"] == "traced")
     n = len(results) or 1
     print(f"\n{args.library} {doc['version']}: {len(results)} architectures in {wall:.0f} s "
@@ -120,6 +122,7 @@ def main() -> int:
               f"max {traced_times[-1]:.1f} s")
     print("per task: " + "; ".join(
         f"{t} {c['traced']}/{sum(c.values())}" for t, c in sorted(by_task.items())))
+    print(f"multimodal traced with every tower run (forward full): {full}/{len(multimodal)}")
     for title, grouped in (("failure causes", causes), ("skip reasons", skips)):
         if grouped:
             print(f"{title}:")

@@ -202,6 +202,10 @@ class OpList:
     settings: list[dict[str, Any]] = field(default_factory=list)
     # whether any tensor reached the recorded device (None: not known, e.g. not a run)
     on_device: bool | None = None
+    # which part of a multimodal model ran (atlas traces of transformers models): "full" (every
+    # vision/audio/video tower ran), "text only: <towers that did not run>", "" not known or
+    # not applicable; optional in the document like ``recorder``
+    forward: str = ""
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "kind": KIND}
@@ -282,6 +286,7 @@ class OpList:
                 complete=complete,
                 stopped="" if complete else str(doc.get("stopped", "")),
                 recorder=str(doc.get("recorder", "")),
+                forward=str(doc.get("forward", "")),
                 settings=[dict(x) for x in doc.get("settings", []) if isinstance(x, dict)],
                 on_device=(doc.get("on_device") if isinstance(doc.get("on_device"), bool)
                            else None),

@@ -13,6 +13,15 @@ from typing import Any
 
 from opcheck.tracers import atlas_hf_config
 from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
+from opcheck.tracers.atlas_inputs import (
+    fit_image_tokens,
+    fit_rope_sections,
+    fit_tower_widths,
+    fit_vocab,
+    modal_inputs,
+    series_maker,
+    watch_towers,
+)
 
 SEQ = 8  # text length: enough for every op a longer sequence sends
 # Heads in order of preference (the most representative use of a model type) and the task the
@@ -55,15 +64,17 @@ HEADS = (
 # config attributes counting layers (of the model or of one of its sub-configs)
 LAYER_KEYS = (
     "num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
-    "num_encoder_layers", "num_decoder_layers", "num_text_layers", "num_vision_layers",
+    "num_encoder_layers", "num_decoder_layers", "num_text_layers", "num_vision_layers", "depth",
 )  # fmt: skip
 EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 TOPK_KEYS = ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts")
 WIDTH_KEYS = (
     "hidden_size", "intermediate_size", "d_model", "n_embd", "ffn_dim", "encoder_ffn_dim",
     "decoder_ffn_dim", "d_ff", "moe_intermediate_size", "shared_expert_intermediate_size",
-    "n_inner", "embed_dim", "dim",
+    "n_inner", "embed_dim", "dim", "projection_dim",
 )  # fmt: skip
+# widths split into attention heads (the others: MLP widths, free to shrink)
+ATTENTION_WIDTHS = ("hidden_size", "embed_dim", "d_model", "n_embd", "dim")
 HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads",
              "decoder_attention_heads", "num_heads")  # fmt: skip
 
@@ -174,16 +185,52 @@ def _shrink_experts(cfg: Any) -> None:
 
 
 def _shrink_widths(cfg: Any, factor: int = 8) -> None:
-    """Widths divided by ``factor`` where the result still divides by the head count."""
-    for c in _subconfigs(cfg):
+    """Widths divided by ``factor`` (or less) where an attention width still splits into
+    heads whose width divides by 4 (rotary embeddings halve a head, then pair its dims)."""
+    chosen: dict[int, int] = {}  # one new width per old one: a tower's output width and the
+    for c in _subconfigs(cfg):  # text model's hidden size it feeds stay equal
         d = vars(c)
+        done = _fewer_heads(c, factor, chosen)
         heads = next((d[k] for k in HEAD_KEYS if isinstance(d.get(k), int) and d[k] > 0), 1)
         for key in WIDTH_KEYS:
             w = d.get(key)
-            if isinstance(w, int) and not isinstance(w, bool) and w >= 256 and w % factor == 0:
-                small = w // factor
-                if small % heads == 0 or key != "hidden_size":
-                    setattr(c, key, small)
+            if key in done:
+                continue
+            if not isinstance(w, int) or isinstance(w, bool) or w < 256:
+                continue
+            if w in chosen and not (key in ATTENTION_WIDTHS and chosen[w] % heads):
+                setattr(c, key, chosen[w])
+                continue
+            for f in (factor, factor // 2, 2):
+                small = w // f
+                if w % f or (key in ATTENTION_WIDTHS and (small % heads or small // heads % 4)):
+                    continue
+                setattr(c, key, small)
+                chosen.setdefault(w, small)
+                break
+
+
+def _fewer_heads(c: Any, factor: int, chosen: dict[int, int]) -> set[str]:
+    """The attention width narrowed by dropping heads, each head as wide as released (its
+    rotary sections, kernels and head-size checks unchanged); the key narrowed, if any."""
+    d = vars(c)
+    hkey = next((k for k in HEAD_KEYS if isinstance(d.get(k), int) and d[k] > 0), None)
+    wkey = next((k for k in ATTENTION_WIDTHS if isinstance(d.get(k), int) and d[k] >= 256), None)
+    if hkey is None or wkey is None or isinstance(d.get("head_dim"), int):
+        return set()
+    heads, width, kv = d[hkey], d[wkey], d.get("num_key_value_heads")
+    for f in (factor, factor // 2, 2):
+        if heads % f or width % f or width % heads:
+            continue
+        if isinstance(kv, int) and kv % f and (heads // f) % kv:
+            continue
+        setattr(c, hkey, heads // f)
+        setattr(c, wkey, width // f)
+        if isinstance(kv, int):
+            c.num_key_value_heads = kv // f if kv % f == 0 else kv
+        chosen.setdefault(width, width // f)
+        return {wkey}
+    return set()
 
 
 def _fill_unset_sizes(cfg: Any) -> None:
@@ -215,6 +262,10 @@ def make_config(model_type: str, level: int) -> Any:
         _shrink_widths(cfg)
     _fill_unset_sizes(cfg)
     atlas_hf_config.clamp_topk(_subconfigs(cfg))
+    fit_vocab(_subconfigs(cfg))
+    fit_image_tokens(_subconfigs(cfg))
+    fit_tower_widths(cfg)
+    fit_rope_sections(_subconfigs(cfg))
     for c in _subconfigs(cfg):
         if "use_cache" in vars(c):
             c.use_cache = False  # a forward without a cache: one op list, no cache classes
@@ -259,6 +310,7 @@ def build(
             continue
         model.eval()
         args, kwargs = make_inputs(model, cfg, real=real)
+        watch_towers(model)
         return model, args, kwargs
     raise ModelSkip(f"{name}: its default config does not build ({cls_name}): {errors[-1]}")
 
@@ -313,7 +365,7 @@ def _maker(name: str, cfgs: list[Any], vocab: int) -> Any:
         return lambda: torch.randn(1, 16000)
     if name == "input_features":
         return features
-    return None
+    return series_maker(name, cfgs)
 
 
 def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -345,6 +397,13 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
                   if n in params][:1]  # fmt: skip
     if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in params:
         wanted.append("decoder_input_ids")
+    if "input_ids" in params:
+        # a multimodal model's towers fed too (pixels, audio, their placeholder tokens): the
+        # ids then hold the placeholders, so they replace any the model's dummies made
+        modal = modal_inputs(model, cfg, params, _maker("input_ids", cfgs, vocab))
+        if modal:
+            kwargs.pop("attention_mask", None)
+            kwargs.update(modal)
     missing = []
     for name in dict.fromkeys(wanted):
         if name in kwargs:

@@ -15,6 +15,7 @@ from typing import Any
 from opcheck.core.errors import TraceError
 from opcheck.core.oplist import RECORDER_REAL, OpList
 from opcheck.tracers.atlas_build import build, one_line, parse_spec
+from opcheck.tracers.atlas_inputs import forward_path
 from opcheck.tracers.inputs import InputSpec
 from opcheck.tracers.recorder import Recorder, Stream
 
@@ -29,7 +30,35 @@ def trace_atlas(
     stream: Stream | None = None,
 ) -> OpList:
     """The op list of one atlas architecture. Raises ModelSkip (a reason about the model),
-    TraceError or runtime.PartialTrace when both recorders failed."""
+    TraceError or runtime.PartialTrace when both recorders failed. A multimodal model whose
+    whole forward fails is traced again on its text path (``OpList.forward`` says so)."""
+    from opcheck.tracers import atlas_inputs
+
+    atlas_inputs.FED.clear()
+    try:
+        return _trace_both(spec, inputs, train=train, label=label, composites=composites,
+                           stream=stream)  # fmt: skip
+    except TraceError as exc:
+        if not atlas_inputs.FED:
+            raise
+        why = one_line(exc)
+    with atlas_inputs.text_only():
+        ol = _trace_both(spec, inputs, train=train, label=label, composites=composites,
+                         stream=stream)  # fmt: skip
+    ol.notes.insert(0, f"the whole forward (towers fed) failed ({why}): traced on the text "
+                    "path only")  # fmt: skip
+    return ol
+
+
+def _trace_both(
+    spec: str,
+    inputs: InputSpec,
+    *,
+    train: bool,
+    label: str,
+    composites: Iterable[str],
+    stream: Stream | None,
+) -> OpList:
     from opcheck.tracers import runtime
 
     library, name = parse_spec(spec)
@@ -37,10 +66,12 @@ def trace_atlas(
     composites = list(composites)
     model, args, kwargs = build(library, name, train=train)
     try:
-        return runtime.trace_module(
+        traced = runtime.trace_module(
             model, inputs, example_args=args, example_kwargs=kwargs, train=train, label=label,
             composites=composites, stream=stream,
         )  # fmt: skip
+        traced.forward = forward_path(model)  # which towers of a multimodal model ran
+        return traced
     except runtime.PartialTrace as exc:
         why = str(exc)
         if exc.same_on_real:
@@ -56,6 +87,7 @@ def trace_atlas(
             built = build(library, name, train=train, real=True, shrink=shrink)
             ol = record_real(*built, train=train, label=label, composites=composites,
                              stream=stream)  # fmt: skip
+            ol.forward = forward_path(built[0])
             break
         except MemoryError:
             raise

@@ -1,0 +1,114 @@
+"""The atlas's input conventions (tracers/atlas_inputs.py) on tiny configs built here (no
+network): pixel inputs and grids sized from the vision config, placeholder tokens counted by
+the model's own tower, audio and time-series inputs, the default-config fixes, and which towers
+a forward ran; and one multimodal architecture traced through its vision tower."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+
+from opcheck.core.oplist import RECORDER_FAKE
+from opcheck.tracers import atlas_inputs
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+
+def _ids() -> Any:
+    return torch.arange(5, 13).unsqueeze(0)
+
+
+def _tiny_llava() -> Any:
+    vision = transformers.CLIPVisionConfig(
+        hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
+        image_size=32, patch_size=8, projection_dim=32,
+    )  # fmt: skip
+    text = transformers.LlamaConfig(
+        vocab_size=99, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4,
+    )  # fmt: skip
+    cfg = transformers.LlavaConfig(vision_config=vision, text_config=text, image_token_index=98,
+                                   image_seq_length=16)  # fmt: skip
+    torch.manual_seed(0)
+    return transformers.LlavaForConditionalGeneration(cfg).eval()
+
+
+def _params(model: Any) -> list[str]:
+    return list(inspect.signature(model.forward).parameters)
+
+
+def test_qwen_vl_grid_convention_follows_the_vision_config() -> None:
+    cfg = transformers.Qwen2VLConfig(vision_config={"patch_size": 4, "temporal_patch_size": 2,
+                                                    "spatial_merge_size": 2, "in_channels": 3})
+    made, tokens = atlas_inputs.image_inputs(["pixel_values", "image_grid_thw"], cfg)
+    assert made["image_grid_thw"].tolist() == [[1, 4, 4]]
+    # one row per patch: channels x temporal patch x patch x patch
+    assert tuple(made["pixel_values"].shape) == (16, 3 * 2 * 4 * 4)
+    assert tokens == 16 // (2 * 2)
+
+
+def test_placeholders_are_as_many_as_the_tower_makes_and_every_tower_runs() -> None:
+    model = _tiny_llava()
+    atlas_inputs.watch_towers(model)
+    made = atlas_inputs.modal_inputs(model, model.config, _params(model), _ids)
+    assert tuple(made["pixel_values"].shape) == (1, 3, 32, 32)
+    # (32 / 8)^2 patches, the CLS feature dropped by the "default" strategy
+    assert int((made["input_ids"] == 98).sum()) == 16
+    assert made["input_ids"].shape[1] == 8 + 16
+    with torch.no_grad():
+        model(**made)
+    assert atlas_inputs.forward_path(model) == atlas_inputs.FULL
+
+
+def test_a_text_only_forward_is_labelled_with_the_idle_tower() -> None:
+    model = _tiny_llava()
+    assert atlas_inputs.watch_towers(model) == ["model.vision_tower"]
+    with torch.no_grad():
+        model(input_ids=_ids())
+    assert atlas_inputs.forward_path(model) == "text only: model.vision_tower did not run"
+    assert atlas_inputs.forward_path(torch.nn.Linear(2, 2)) == ""  # not watched: not known
+
+
+def test_audio_features_follow_mel_bins_and_source_positions() -> None:
+    cfg = transformers.Qwen2AudioConfig(audio_config={"num_mel_bins": 16,
+                                                      "max_source_positions": 50})
+    made, _ = atlas_inputs.audio_inputs(["input_features", "feature_attention_mask"], cfg)
+    assert tuple(made["input_features"].shape) == (1, 16, 100)
+    assert tuple(made["feature_attention_mask"].shape) == (1, 100)
+
+
+def test_time_series_inputs_cover_the_context_and_the_largest_lag() -> None:
+    cfg = transformers.TimeSeriesTransformerConfig(context_length=10, lags_sequence=[1, 2, 7],
+                                                   num_time_features=3, prediction_length=4)
+    past = atlas_inputs.series_maker("past_values", [cfg])
+    feats = atlas_inputs.series_maker("past_time_features", [cfg])
+    future = atlas_inputs.series_maker("future_time_features", [cfg])
+    assert past is not None and feats is not None and future is not None
+    assert tuple(past().shape) == (1, 17)
+    assert tuple(feats().shape) == (1, 17, 3) and tuple(future().shape) == (1, 4, 3)
+    assert atlas_inputs.series_maker("input_ids", [cfg]) is None
+
+
+def test_default_configs_are_fitted_to_their_special_tokens_and_towers() -> None:
+    text = transformers.LlamaConfig(vocab_size=100, hidden_size=64)
+    outer = transformers.LlavaConfig(text_config=text, image_token_index=120)
+    atlas_inputs.fit_vocab([outer, text])
+    assert text.vocab_size == 121
+    qwen = transformers.Qwen2VLConfig(vision_config={"embed_dim": 64, "hidden_size": 96},
+                                      text_config={"hidden_size": 48})
+    atlas_inputs.fit_tower_widths(qwen)
+    assert qwen.vision_config.hidden_size == 48 and qwen.vision_config.embed_dim == 64
+
+
+@pytest.mark.slow  # a sandboxed trace of a default-width LLaVA: ~70 s on the loaded machine
+def test_a_multimodal_architecture_is_traced_through_its_vision_tower() -> None:
+    from opcheck.tracers import api
+
+    ol = api.trace(None, model_spec="atlas:transformers/llava", timeout=240)
+    assert ol.complete and ol.recorder == RECORDER_FAKE
+    assert ol.forward == atlas_inputs.FULL
+    conv = ol.by_op().get("aten::convolution")
+    assert conv is not None  # the CLIP patch embedding ran

@@ -1,0 +1,386 @@
+"""The non-text inputs of transformers' models for the atlas: images, videos, audio and time
+series made from the config by the library's naming conventions, and the placeholder tokens a
+multimodal model expects in ``input_ids`` for them; and which of a model's towers (vision,
+audio, ...) a trace ran (:func:`watch_towers`, :func:`forward_path`).
+
+Conventions are keyed by the forward's parameter names and config attributes, never by model
+type: the next release's multimodal models reuse them. torch is imported lazily.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+# a sub-module whose name holds one of these is a tower fed by a non-text input
+TOWER_WORDS = ("vision", "visual", "audio", "speech", "video", "image_encoder", "vqmodel")
+TOWERS_ATTR = "_opcheck_towers"  # {tower path: ran} on the model instance
+FULL = "full"
+# config attributes naming the placeholder token of each modality, in order of preference
+TOKEN_KEYS = {
+    "image": ("image_token_id", "image_token_index"),
+    "audio": ("audio_token_id", "audio_token_index"),
+}
+FEATURE_FNS = {"image": "get_image_features", "audio": "get_audio_features"}
+# the tokens a processor puts around a modality's placeholders (position ids count from them)
+BOUNDS = {
+    "image": (("vision_start_token_id", "boi_token_id", "boi_token_index", "image_start_token_id"),
+              ("vision_end_token_id", "eoi_token_id", "eoi_token_index", "image_end_token_id")),
+    "audio": (("audio_start_token_id", "audio_bos_token_id"),
+              ("audio_end_token_id", "audio_eos_token_id")),
+}  # fmt: skip
+
+
+# the modalities whose towers the last inputs made fed (read by the atlas trace: a failed whole
+# forward is retried on the text path), and the switch making inputs for the text path only
+FED: set[str] = set()
+_TEXT_ONLY: list[bool] = []
+
+
+@contextmanager
+def text_only() -> Iterator[None]:
+    """Inputs made inside leave every tower idle (the text path of a multimodal model)."""
+    _TEXT_ONLY.append(True)
+    try:
+        yield
+    finally:
+        _TEXT_ONLY.pop()
+
+
+def _vals(cfgs: Iterable[Any], *keys: str) -> Any:
+    for c in cfgs:
+        d = vars(c)
+        for k in keys:
+            v = d.get(k)
+            if v is not None and not isinstance(v, bool):
+                return v
+    return None
+
+
+def _int(v: Any, default: int) -> int:
+    if isinstance(v, (list, tuple)) and v:
+        v = v[0]
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
+
+
+def _side(v: Any, default: int = 224) -> int:
+    if isinstance(v, dict):
+        v = v.get("height") or v.get("shortest_edge")
+    return _int(v, default)
+
+
+def fit_vocab(cfgs: Iterable[Any]) -> None:
+    """A vocabulary holding the config's special token ids: default configs name placeholder
+    tokens (``image_token_id`` ...) past their own ``vocab_size`` (the released tokenizer adds
+    them), and the embedding would be indexed out of range."""
+    cfgs = list(cfgs)
+    ids = [v for c in cfgs for k, v in vars(c).items()
+           if k.endswith(("token_id", "token_index")) and isinstance(v, int)
+           and not isinstance(v, bool)]  # fmt: skip
+    top = max(ids, default=-1)
+    for c in cfgs:
+        v = vars(c).get("vocab_size")
+        if isinstance(v, int) and 0 < v <= top:
+            c.vocab_size = top + 1
+
+
+def fit_image_tokens(cfgs: Iterable[Any]) -> None:
+    """``mm_tokens_per_image`` no larger than the patches the default vision config makes: a
+    square of more tokens per side than patches per side pools with a zero-size kernel."""
+    for c in cfgs:
+        n = vars(c).get("mm_tokens_per_image")
+        vision = vars(c).get("vision_config")
+        if not isinstance(n, int) or vision is None:
+            continue
+        per_side = _side(_vals([vision], "image_size")) // _int(_vals([vision], "patch_size"), 14)
+        if per_side and round(n**0.5) > per_side:
+            c.mm_tokens_per_image = per_side * per_side
+    for c in cfgs:  # a pixel shuffle by scale_factor needs patches per side it divides
+        scale = vars(c).get("scale_factor")
+        vision = vars(c).get("vision_config")
+        if isinstance(scale, int) and scale > 1 and vision is not None:
+            per_side = _side(_vals([vision], "image_size")) // _int(
+                _vals([vision], "patch_size"), 14)
+            if per_side % scale:
+                c.scale_factor = 1
+
+
+def fit_tower_widths(cfg: Any) -> None:
+    """A tower's output width equal to the text model's hidden size it feeds: some default
+    configs pair a tower and a text model of different released sizes (``out_hidden_size``,
+    or ``hidden_size`` where the tower's own width is ``embed_dim``)."""
+    text = vars(cfg).get("text_config")
+    width = vars(text).get("hidden_size") if text is not None else None
+    if not isinstance(width, int):
+        return
+    for key, sub in vars(cfg).items():
+        if sub is text or not key.endswith("_config") or not hasattr(sub, "to_dict"):
+            continue
+        d = vars(sub)
+        if isinstance(d.get("out_hidden_size"), int):
+            sub.out_hidden_size = width
+        elif isinstance(d.get("embed_dim"), int) and isinstance(d.get("hidden_size"), int):
+            sub.hidden_size = width
+
+
+def fit_rope_sections(cfgs: Iterable[Any]) -> None:
+    """Multimodal RoPE sections (``mrope_section``: temporal, height, width) summing to half
+    the head width again after the widths were narrowed, in the same proportions."""
+    for c in cfgs:
+        d = vars(c)
+        rope = d.get("rope_parameters") or d.get("rope_scaling")
+        sections = rope.get("mrope_section") if isinstance(rope, dict) else None
+        hidden, heads = d.get("hidden_size"), d.get("num_attention_heads")
+        if not isinstance(sections, list) or not isinstance(hidden, int) or not heads:
+            continue
+        head = d.get("head_dim") if isinstance(d.get("head_dim"), int) else hidden // heads
+        half, total = head // 2, sum(sections)
+        if total and total != half:
+            scaled = [s * half // total for s in sections]
+            scaled[0] += half - sum(scaled)
+            rope["mrope_section"] = scaled
+
+
+def sub_configs(cfg: Any, word: str) -> list[Any]:
+    """The sub-configs named after a modality (``vision_config``, ``audio_config``...) first,
+    then the config itself: a tower's sizes live in its own config."""
+    own = [v for k, v in vars(cfg).items() if word in k and hasattr(v, "to_dict")]
+    return [*own, cfg]
+
+
+def image_inputs(params: Iterable[str], cfg: Any) -> tuple[dict[str, Any], int | None]:
+    """Pixel inputs for the forward's parameters ``params`` and the number of image tokens the
+    conventions predict (None: not known without running the vision tower)."""
+    import torch
+
+    params = set(params)
+    vcfgs = sub_configs(cfg, "vision")
+    chans = _int(_vals(vcfgs, "num_channels", "in_channels", "in_chans"), 3)
+    patch = _int(_vals(vcfgs, "patch_size", "spatial_patch_size"), 14)
+    out: dict[str, Any] = {}
+    if "image_grid_thw" in params:
+        # Qwen-VL convention: flattened patches, a (t, h, w) grid per image; spatial_merge_size
+        # patches per side become one token
+        merge = _int(_vals(vcfgs, "spatial_merge_size", "merge_size"), 2)
+        tpatch = _int(_vals(vcfgs, "temporal_patch_size"), 1)
+        side = 2 * merge
+        out["image_grid_thw"] = torch.tensor([[1, side, side]], dtype=torch.long)
+        out["pixel_values"] = torch.randn(side * side, chans * tpatch * patch * patch)
+        return out, (side * side) // (merge * merge)
+    side = _side(_vals(vcfgs, "image_size", "img_size", "input_size"))
+    tokens = _predicted_tokens(cfg, vcfgs, side, patch)
+    if "pixel_attention_mask" in params:  # Idefics convention: images per sample
+        out["pixel_values"] = torch.randn(1, 1, chans, side, side)
+        out["pixel_attention_mask"] = torch.ones(1, 1, side, side, dtype=torch.bool)
+    elif "image_sizes" in params and getattr(cfg, "image_grid_pinpoints", None):
+        # LLaVA-NeXT convention: a base view + the tiles of the first pinpoint resolution
+        h, w = cfg.image_grid_pinpoints[0][:2]
+        tiles = (h // side) * (w // side) + 1
+        out["pixel_values"] = torch.randn(1, tiles, chans, side, side)
+        out["image_sizes"] = torch.tensor([[h, w]], dtype=torch.long)
+        tokens = None
+    else:
+        out["pixel_values"] = torch.randn(1, chans, side, side)
+    if "pixel_mask" in params:
+        out["pixel_mask"] = torch.ones(1, side, side, dtype=torch.long)
+    return out, tokens
+
+
+def _predicted_tokens(cfg: Any, vcfgs: list[Any], side: int, patch: int) -> int | None:
+    fixed = _vals([cfg], "mm_tokens_per_image", "image_seq_length", "num_image_tokens")
+    if isinstance(fixed, int) and fixed > 0:
+        return fixed
+    if side % patch:
+        return None
+    n = (side // patch) ** 2
+    scale = _vals([cfg, *vcfgs], "scale_factor", "downsample_ratio")
+    if isinstance(scale, int) and scale > 1 and n % (scale * scale) == 0:
+        n //= scale * scale
+    return n
+
+
+def audio_inputs(params: Iterable[str], cfg: Any) -> tuple[dict[str, Any], int | None]:
+    """Log-mel features sized from the audio config (``num_mel_bins``, two frames per source
+    position as Whisper-style encoders require), their frame mask when the forward takes one."""
+    import torch
+
+    acfgs = sub_configs(cfg, "audio")
+    mels = _int(_vals(acfgs, "num_mel_bins", "feature_size", "input_feat_size"), 80)
+    frames = min(_int(_vals(acfgs, "max_source_positions"), 1500) * 2, 3000)
+    out: dict[str, Any] = {"input_features": torch.randn(1, mels, frames)}
+    for mask in ("feature_attention_mask", "input_features_mask"):
+        if mask in params:
+            out[mask] = torch.ones(1, frames, dtype=torch.long)
+    return out, None
+
+
+def count_features(model: Any, modality: str, made: dict[str, Any]) -> int | None:
+    """How many placeholder tokens the model's tower makes of ``made``: its own
+    ``get_image_features``/``get_audio_features`` run on them (one row per token, whatever
+    the output's nesting). None when the model has no such function or it fails here."""
+    import torch
+
+    fn = getattr(model, FEATURE_FNS[modality], None)
+    if fn is None and hasattr(model, "model"):
+        fn = getattr(model.model, FEATURE_FNS[modality], None)
+    if fn is None:  # no feature function: the tower itself, on the main input
+        fn = next((m for path, m in model.named_modules()
+                   if path and modality in path.rsplit(".", 1)[-1].lower()), None)  # fmt: skip
+        if fn is None:
+            return None
+        made = dict(list(made.items())[:1])
+        fn = _positional(fn)
+    names = inspect.signature(fn).parameters
+    device = next((p.device for p in model.parameters()), None)
+    kw = {k: v.to(device) if device is not None else v for k, v in made.items()
+          if k in names or "kwargs" in names}  # fmt: skip
+    try:
+        with torch.no_grad():
+            out = fn(**kw)
+    except Exception:  # meta tensors meet a value-reading line, or a signature not followed
+        return None
+    tensors = _feature_tensors(out)
+    total = sum(t.numel() // t.shape[-1] for t in tensors if t.dim() >= 2)
+    return int(total) or None
+
+
+def _positional(module: Any) -> Callable[..., Any]:
+    """The module called with the one input, whatever its forward names it."""
+
+    def call(**kwargs: Any) -> Any:
+        return module(*kwargs.values())
+
+    return call
+
+
+def _feature_tensors(out: Any) -> list[Any]:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if getattr(out, "pooler_output", None) is not None:
+        return _feature_tensors(out.pooler_output)
+    if getattr(out, "last_hidden_state", None) is not None:
+        return _feature_tensors(out.last_hidden_state)
+    if isinstance(out, (list, tuple)):
+        if out and all(isinstance(t, torch.Tensor) for t in out):
+            return list(out)
+        return _feature_tensors(out[0]) if out else []
+    return []
+
+
+def token_id(cfg: Any, keys: Iterable[str]) -> int | None:
+    """The first of ``keys`` the config (or its text config) sets to a token id; read with
+    getattr, as configs alias these names (``image_token_id`` -> ``image_token_index``)."""
+    for c in (cfg, *sub_configs(cfg, "text")):
+        for k in keys:
+            v = getattr(c, k, None)
+            if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+                return v
+    return None
+
+
+def with_placeholders(
+    ids: Any, token: int, count: int, bounds: tuple[int | None, int | None] = (None, None)
+) -> Any:
+    """``ids`` (1, n) with ``count`` placeholder tokens after its first two ids, between the
+    start and end tokens ``bounds`` where the config names them."""
+    import torch
+
+    block = [t for t in (bounds[0], *([token] * count), bounds[1]) if t is not None]
+    made = torch.tensor([block], dtype=ids.dtype)
+    return torch.cat([ids[:, :2], made, ids[:, 2:]], dim=1)
+
+
+def modal_inputs(
+    model: Any, cfg: Any, params: Iterable[str], ids: Callable[[], Any]
+) -> dict[str, Any]:
+    """The inputs feeding a multimodal model's towers: pixels or audio features where the
+    forward takes them and the config names their placeholder token, and ``input_ids`` with
+    as many placeholders as the tower makes features. {} when the model is not one."""
+    import torch
+
+    params = list(params)
+    out: dict[str, Any] = {}
+    if _TEXT_ONLY:
+        return out
+    text = ids()
+    makers = (("image", image_inputs, "pixel_values"), ("audio", audio_inputs, "input_features"))
+    for modality, makes, key in makers:
+        tok = token_id(cfg, TOKEN_KEYS[modality])
+        if key not in params or tok is None:
+            continue
+        made, predicted = makes(params, cfg)
+        count = count_features(model, modality, made) or predicted
+        if not count:
+            continue
+        out.update(made)
+        FED.add(modality)
+        bounds = (token_id(cfg, BOUNDS[modality][0]), token_id(cfg, BOUNDS[modality][1]))
+        text = with_placeholders(text, tok, count, bounds)
+    if out:
+        out["input_ids"] = text
+        if "mm_token_type_ids" in params:  # the processor's modality per token: 1 image, 3 audio
+            types = torch.zeros_like(text)
+            for modality, kind in (("image", 1), ("audio", 3)):
+                tok = token_id(cfg, TOKEN_KEYS[modality])
+                if tok is not None:
+                    types[text == tok] = kind
+            out["mm_token_type_ids"] = types
+    return out
+
+
+def series_maker(name: str, cfgs: list[Any]) -> Callable[[], Any] | None:
+    """Time-series inputs (``past_values``, ``past_time_features``, ``past_observed_mask``,
+    ``future_time_features``): the context window plus the largest lag, the config's channels
+    and time features. None for a name of no time-series convention."""
+    import torch
+
+    context = _int(_vals(cfgs, "context_length", "sequence_length"), 32)
+    lags = _vals(cfgs, "lags_sequence")
+    past = context + (max(lags) if isinstance(lags, (list, tuple)) and lags else 0)
+    future = _int(_vals(cfgs, "prediction_length"), 8)
+    chans = _int(_vals(cfgs, "num_input_channels", "input_size"), 1)
+    feats = _int(_vals(cfgs, "num_time_features"), 1)
+    series = (1, past, chans) if chans > 1 or _vals(cfgs, "num_input_channels") else (1, past)
+    makers: dict[str, Callable[[], Any]] = {
+        "past_values": lambda: torch.randn(*series),
+        "past_observed_mask": lambda: torch.ones(*series),
+        "past_time_features": lambda: torch.randn(1, past, feats),
+        "future_time_features": lambda: torch.randn(1, future, feats),
+    }
+    return makers.get(name)
+
+
+def watch_towers(model: Any) -> list[str]:
+    """Hooks noting which of the model's towers (sub-modules named after a non-text modality,
+    the outermost of each) run: :func:`forward_path` reads them after the trace."""
+    seen: dict[str, bool] = {}
+    setattr(model, TOWERS_ATTR, seen)
+    for path, mod in model.named_modules():
+        if not path or path.count(".") > 2:
+            continue
+        last = path.rsplit(".", 1)[-1].lower()
+        if not any(w in last for w in TOWER_WORDS):
+            continue
+        if any(path.startswith(p + ".") for p in seen):
+            continue
+        seen[path] = False
+
+        def ran(*_: Any, _path: str = path) -> None:
+            seen[_path] = True
+
+        mod.register_forward_pre_hook(ran)
+    return list(seen)
+
+
+def forward_path(model: Any) -> str:
+    """"full" when every tower :func:`watch_towers` found ran (or the model has none),
+    "text only: TOWER, ... did not run" otherwise; "" when the towers were not watched."""
+    seen = getattr(model, TOWERS_ATTR, None)
+    if seen is None:
+        return ""
+    idle = [p for p, ran in seen.items() if not ran]
+    return FULL if not idle else "text only: " + ", ".join(idle) + " did not run"
