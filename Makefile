@@ -48,7 +48,7 @@ demo: install
 	@$(BIN)/opcheck --model data/examples/demo_model.py:build --torch-npu 2.1.0.post4 --fail-on never
 	@echo
 	@echo "Next: opcheck op aten::isin.Tensor_Tensor_out (an op's history), opcheck releases,"
-	@echo "      opcheck zoo (9 well-known architectures x every release),"
+	@echo "      opcheck atlas zoo (9 well-known architectures x every release),"
 	@echo "      make serve (browse the catalog at http://127.0.0.1:8001/)"
 
 test: lint
@@ -65,10 +65,10 @@ typecheck: install
 	cd build/typecheck && $(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -m opcheck -m opcheck.__main__ \
 		$(foreach p,$(filter-out data,$(PACKAGES)),-p opcheck.$(p))
 
-# The zoo's coverage table depends on the kernel facts: regenerate it with the snapshot.
+# The atlas (the zoo's nine models included) depends on the kernel facts: regenerate it with
+# the snapshot.
 catalog: install
 	$(BIN)/opcheck sync --mirror $(MIRROR) --snapshot data/snapshot
-	$(BIN)/opcheck zoo --snapshot data/snapshot --format markdown
 	# the atlas of the installed model libraries (a failed architecture is a row, exit 1)
 	$(BIN)/opcheck atlas zoo $$($(BIN)/python -c "from opcheck.checker.atlas import installed; print(*installed())") \
 		-j 2 --snapshot data/snapshot --format markdown -o build/atlas.md || test $$? -eq 1
