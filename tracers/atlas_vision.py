@@ -111,8 +111,15 @@ def build(
             torch.manual_seed(0)
             model = make()
         else:
-            with torch.device("meta"):
-                model = make()
+            try:
+                with torch.device("meta"):
+                    model = make()
+            except NotImplementedError as exc:
+                if "meta tensor" not in str(exc):
+                    raise
+                # a builder that reads a tensor's value while building (regnet's widths):
+                # built on the CPU, then moved to the meta device for the fake trace
+                model = make().to("meta")
     except (ModelSkip, MemoryError):
         raise
     except Exception as exc:
@@ -121,15 +128,22 @@ def build(
     return model, _inputs(library, name, model), {}
 
 
-def _crop(name: str, default: int) -> tuple[int, int]:
-    """The crop size of the entry's first weights' preset transforms (its training size)."""
+def _weights_facts(name: str) -> tuple[Any, dict[str, Any]]:
+    """The entry's first weights' crop size (its preset transforms) and meta."""
     import torchvision
 
     try:
-        weights = list(torchvision.models.get_model_weights(name))
-        crop = weights[0].transforms.keywords.get("crop_size", default)
+        first = next(iter(torchvision.models.get_model_weights(name)))
+        return first.transforms.keywords.get("crop_size"), dict(first.meta)
     except Exception:
-        return default, default
+        return None, {}
+
+
+def _crop(name: str, model: Any, default: int) -> tuple[int, int]:
+    """The model's own declared size, else the crop size of its weights' transforms (a
+    builder without weights may declare a smaller size than its largest weights use)."""
+    own = getattr(model, "image_size", None)
+    crop = own if isinstance(own, int) else _weights_facts(name)[0] or default
     if isinstance(crop, (list, tuple)):
         return int(crop[0]), int(crop[-1])
     return int(crop), int(crop)
@@ -144,8 +158,8 @@ def _inputs(library: str, name: str, model: Any) -> tuple[Any, ...]:
         return (torch.randn(1, c, h, w),)
     module = type(model).__module__
     if ".video." in module:
-        h, w = _crop(name, 112)
-        frames = 16 if "mvit" in name else 8  # MViT's temporal size is fixed at 16
+        h, w = _crop(name, model, 112)
+        frames = max(8, int(_weights_facts(name)[1].get("min_temporal_size") or 0))
         return (torch.randn(1, 3, frames, h, w),)
     if ".optical_flow." in module:
         return (torch.randn(1, 3, 128, 128), torch.randn(1, 3, 128, 128))
@@ -153,5 +167,5 @@ def _inputs(library: str, name: str, model: Any) -> tuple[Any, ...]:
         h, w = (300, 300) if name.startswith("ssd300") else (320, 320) if "ssdlite" in name \
             else (DETECTION_SIZE, DETECTION_SIZE)
         return ([torch.rand(3, h, w)],)
-    h, w = _crop(name, 224)
+    h, w = _crop(name, model, 224)
     return (torch.randn(1, 3, h, w),)
