@@ -25,12 +25,21 @@ install: $(STAMP)
 # the CPU wheel on disk and never resolves a CUDA build for the `trace` extra. -qq: pip's
 # errors only (a failed install still says why and stops make), so `make demo` is quiet until
 # the report.
+# torchvision's release paired with the torch in constraints.txt, and timm
+ATLAS_VISION := torchvision==0.28.0 timm==1.0.31
+
 $(STAMP): pyproject.toml constraints.txt $(PACKAGE_DIRS)
 	@echo "== installing opcheck[trace,serve,dev,atlas,cluster] and torch (CPU) into $(VENV)"
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@$(BIN)/python -m pip install -qq --upgrade pip
 	@$(BIN)/python -m pip install -qq -e '.[trace,serve,dev,atlas,cluster]' torch -c constraints.txt \
 		--config-settings editable_mode=strict
+	@# the atlas's torchvision and timm: --no-deps (never a second torch) into a folder of their
+	@# own, which only the atlas's sandboxed traces put on the path (tracers/atlas_tvops.py):
+	@# the registry's torchvision links CUDA torch and does not import beside the CPU build.
+	@# 11 MB of wheels, ~3 s.
+	@$(BIN)/python -m pip install -qq --no-deps --upgrade --target $(VENV)/opcheck-atlas-site \
+		$(ATLAS_VISION) -c constraints.txt
 	@touch $(STAMP)
 
 demo: install
@@ -43,7 +52,7 @@ demo: install
 	@$(BIN)/opcheck --model data/examples/demo_model.py:build --torch-npu 2.1.0.post4 --fail-on never
 	@echo
 	@echo "Next: opcheck op aten::isin.Tensor_Tensor_out (an op's history), opcheck releases,"
-	@echo "      opcheck zoo (9 well-known architectures x every release),"
+	@echo "      opcheck atlas zoo (9 well-known architectures x every release),"
 	@echo "      make serve (browse the catalog at http://127.0.0.1:8001/)"
 
 test: lint
@@ -60,10 +69,10 @@ typecheck: install
 	cd build/typecheck && $(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -m opcheck -m opcheck.__main__ \
 		$(foreach p,$(filter-out data,$(PACKAGES)),-p opcheck.$(p))
 
-# The zoo's coverage table depends on the kernel facts: regenerate it with the snapshot.
+# The atlas (the zoo's nine models included) depends on the kernel facts: regenerate it with
+# the snapshot.
 catalog: install
 	$(BIN)/opcheck sync --mirror $(MIRROR) --mirror $(PROJECT_MIRROR) --snapshot data/snapshot
-	$(BIN)/opcheck zoo --snapshot data/snapshot --format markdown
 	# the atlas of the installed model libraries (a failed architecture is a row, exit 1)
 	$(BIN)/opcheck atlas zoo $$($(BIN)/python -c "from opcheck.checker.atlas import installed; print(*installed())") \
 		-j 2 --snapshot data/snapshot --format markdown -o build/atlas.md || test $$? -eq 1

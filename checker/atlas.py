@@ -87,11 +87,20 @@ def installed(libraries: Sequence[str] | None = None) -> list[str]:
         if unknown:
             raise UsageError(f"no atlas library {unknown[0]!r} (choose from "
                              f"{', '.join((*LIBRARIES, ZOO))})")
-        missing = [x for x in libraries if x != ZOO and util.find_spec(x) is None]
+        missing = [x for x in libraries if x != ZOO and not _installed(x)]
         if missing:
-            raise UsageError(f"{missing[0]} is not installed (pip install {missing[0]})")
+            how = ("make install" if missing[0] in ("timm", "torchvision")
+                   else f"pip install {missing[0]}")
+            raise UsageError(f"{missing[0]} is not installed ({how})")
         return list(dict.fromkeys(libraries))
-    return [x for x in LIBRARIES if util.find_spec(x) is not None]
+    return [x for x in LIBRARIES if _installed(x)]
+
+
+def _installed(library: str) -> bool:
+    # torchvision and timm may lie off the interpreter's path, importable in the atlas only
+    from opcheck.tracers.atlas_tvops import installed as in_atlas_site
+
+    return in_atlas_site(library)
 
 
 def library_version(library: str) -> str:
@@ -99,7 +108,9 @@ def library_version(library: str) -> str:
         from opcheck.checker.zoo import models_file
 
         return "zoo-" + hashlib.sha256(models_file().read_bytes()).hexdigest()[:12]
-    return metadata.version(library)
+    from opcheck.tracers.atlas_tvops import version
+
+    return version(library) or metadata.version(library)
 
 
 @cache
@@ -367,11 +378,13 @@ def run_atlas(cat: Catalog, store: AtlasStore, archs: Sequence[Architecture],
         nonlocal done
         base = CoverageRec(library=a.library, library_version=versions[a.library], architecture=a.name, model_class=a.model_class,
                            task=a.task, recorder=traced.recorder, product=settings.product,
-                           train=settings.train, trace_ms=round(traced.seconds * 1000))
+                           train=settings.train, trace_ms=round(traced.seconds * 1000),
+                           traced=traced_label(a.library, settings.train))
         if traced.oplist_json:
             ol = OpList.from_json(json.loads(traced.oplist_json))
-            rows = coverage_rows(cat, groups, ol, _with(base, traced_with=ol.torch_version),
-                                 speed)
+            rows = coverage_rows(cat, groups, ol, _with(
+                base, traced_with=ol.torch_version,
+                forward=str(getattr(ol, "forward", "") or "")), speed)
         elif traced.skipped:
             rows = [_with(base, verdict=SKIPPED, error=traced.error)]
             result.skipped.append(f"{a.library}/{a.name}: {traced.error}")
@@ -391,7 +404,8 @@ def run_atlas(cat: Catalog, store: AtlasStore, archs: Sequence[Architecture],
         if a.skip:
             row = CoverageRec(library=a.library, library_version=versions[a.library], architecture=a.name, model_class=a.model_class,
                               task=a.task, product=settings.product, train=settings.train,
-                              verdict=SKIPPED, error=a.skip)
+                              verdict=SKIPPED, error=a.skip,
+                              traced=traced_label(a.library, settings.train))
             store.write(State(a.library, a.name, settings.train, settings.product,
                               versions[a.library], tkey, ckey), [row])
             result.rows.append(row)
@@ -421,6 +435,17 @@ def run_atlas(cat: Catalog, store: AtlasStore, archs: Sequence[Architecture],
     result.rows.sort(key=lambda r: (r.library, r.architecture, cat_order(cat, r.first_release)))
     result.seconds = time.monotonic() - start
     return result
+
+
+def traced_label(library: str, train: bool) -> str:
+    """What a row's trace ran: forward only or forward+backward, and how the library was made
+    to run where that differs from a plain install."""
+    from opcheck.tracers.atlas_tvops import LABEL, shimmed
+
+    what = "forward+backward" if train else "forward only"
+    if library in ("torchvision", "timm") and shimmed():
+        what += f"; {LABEL}"
+    return what
 
 
 def cat_order(cat: Catalog, release: str) -> int:

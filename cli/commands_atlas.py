@@ -100,11 +100,13 @@ def _run(atlas_mod: Any, libs: list[str], names: list[str], settings: Any, store
             finally:
                 cat.engine.dispose()
     if snapshot is not None:
-        from opcheck.db.snapshot import read_atlas, write_atlas
+        from opcheck.db.schema import ATLAS_FILE
+        from opcheck.db.snapshot import read_rows, write_rows
 
         ran = {(a.library, a.name) for a in archs}
-        kept = [r for r in read_atlas(snapshot) if (r.library, r.architecture) not in ran]
-        path = write_atlas(kept + result.rows, snapshot)
+        kept = [r for r in read_rows(ATLAS_FILE, snapshot)
+                if (r.library, r.architecture) not in ran]
+        path = write_rows(ATLAS_FILE, kept + result.rows, snapshot)
         typer.echo(f"atlas rows written to {path}", err=True)
     typer.echo(f"atlas: {len(archs)} architecture(s): {result.traced} traced, "
                f"{result.rechecked} re-checked, {result.current} unchanged, "
@@ -121,7 +123,6 @@ def _emit(result: Any, fmt: str, output: Path | None) -> None:
 
 def render_table(result: Any, console: Any, width: int | None = 160) -> None:
     from opcheck.checker.atlas import summary
-    from opcheck.cli.commands_zoo import _cell_style
     from opcheck.cli.render import Column, Grid, draw_grid
 
     grid = Grid([Column("library"), Column("architecture"), Column("task"), Column("recorder"),
@@ -131,6 +132,28 @@ def render_table(result: Any, console: Any, width: int | None = 160) -> None:
     for s in summary(result):
         grid.add(*(str(c) for c in s))
     draw_grid(grid, console, width)
+
+
+ERROR_STYLE = "magenta"  # an architecture whose trace failed (no verdict)
+
+
+def _cell_style(cell: str) -> str:
+    return str(_styled(cell).style)
+
+
+def _styled(cell: str) -> Any:
+    """A verdict cell (``MAYBE (2)``, ``ERROR``, ``SKIPPED``) in its verdict's colour."""
+    from rich.text import Text
+
+    from opcheck.checker.atlas import ERROR
+    from opcheck.core.vocab import Verdict
+
+    word = cell.split(" ", 1)[0]
+    try:
+        style = ERROR_STYLE if word == ERROR else Verdict(word).cell_style
+    except ValueError:
+        style = ""
+    return Text(cell, style=style)
 
 
 def register(app: typer.Typer) -> None:

@@ -94,6 +94,14 @@ def _coverage_ddl() -> list[str]:
                       for i in sorted(table.indexes, key=lambda i: str(i.name)))]
 
 
+def _add_new_columns(db: sqlite3.Connection) -> None:
+    # columns added to model_coverage since a store was made: added empty, its rows kept
+    have = {r[1] for r in db.execute("PRAGMA table_info(model_coverage)")}
+    for col in _COLS:
+        if col not in have:
+            db.execute(f"ALTER TABLE model_coverage ADD COLUMN {col} VARCHAR NOT NULL DEFAULT ''")
+
+
 class AtlasStore:
     """One atlas file. Each method opens its own connection: a store is used from the one
     writer thread, and reads from anywhere."""
@@ -106,6 +114,7 @@ class AtlasStore:
             db.execute("BEGIN IMMEDIATE")
             for stmt in (*_DDL, *_coverage_ddl()):
                 db.execute(stmt)
+            _add_new_columns(db)
             row = db.execute("SELECT value FROM atlas_meta WHERE key='version'").fetchone()
             if row is None:
                 db.execute("INSERT INTO atlas_meta VALUES ('version', ?)", (STORE_VERSION,))

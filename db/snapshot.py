@@ -12,8 +12,10 @@ Files (tab-separated, header first, rows sorted, no upstream prose):
 - ``meta.tsv``
 - ``atlas.tsv`` (optional): ``opcheck atlas``'s coverage of every architecture of the model
   libraries per run of releases, written by ``opcheck atlas --snapshot DIR`` (``make catalog``).
-- ``zoo.tsv`` (optional): ``opcheck zoo``'s coverage of well-known architectures per release.
-  It is written by ``opcheck zoo --snapshot DIR``, not by a sync, which leaves it in place.
+- ``zoo.tsv`` (optional): the retired zoo table's coverage of the nine well-known models per
+  release, left in place by a sync. Nothing writes it now: ``opcheck zoo`` is ``opcheck atlas
+  zoo``, whose rows go to ``atlas.tsv`` (library ``zoo``). Both files go through
+  :func:`write_rows` / :func:`read_rows`.
 
 Every kernel fact's provenance is its release's kernel source (or native source for
 registrations torch_npu makes itself), so it is not repeated per row.
@@ -37,10 +39,8 @@ from opcheck.db.data import (
     ApiFacts,
     ApiSupportRec,
     CatalogData,
-    CoverageRec,
     KernelFacts,
     KernelRec,
-    ZooRec,
 )
 from opcheck.db.schema import ATLAS_FILE, FILES, ZOO_FILE, Column, File, column_of, record_fields
 
@@ -213,26 +213,27 @@ def read_snapshot(folder: Path) -> CatalogData:
     return data
 
 
-def write_zoo(rows: list[ZooRec], folder: Path) -> Path:
-    """Replace ``folder/zoo.tsv`` with ``rows`` (atomically); returns its path."""
+def write_rows(spec: File, rows: Sequence[Any], folder: Path) -> Path:
+    """Replace ``folder/<spec's file>`` (an optional file a trace writes, not a sync: the
+    atlas's, the zoo's) with ``rows`` atomically; returns its path."""
     folder.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".zoo-", dir=folder))
+    staging = Path(tempfile.mkdtemp(prefix=f".{Path(spec.name).stem}-", dir=folder))
     try:
-        _write_file(staging, ZOO_FILE, rows)
-        os.replace(staging / ZOO_FILE.name, folder / ZOO_FILE.name)
+        _write_file(staging, spec, list(rows))
+        os.replace(staging / spec.name, folder / spec.name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return folder / ZOO_FILE.name
+    return folder / spec.name
 
 
-def read_zoo(folder: Path) -> list[ZooRec]:
-    """The zoo rows of a snapshot folder; none when it has no zoo.tsv."""
-    if not (folder / ZOO_FILE.name).is_file():
+def read_rows(spec: File, folder: Path) -> list[Any]:
+    """The rows of an optional snapshot file; none when the folder has no such file."""
+    if not (folder / spec.name).is_file():
         return []
     try:
-        return _read_file(folder, ZOO_FILE)
+        return _read_file(folder, spec)
     except (KeyError, ValueError, TypeError) as exc:
-        raise CatalogError(f"{folder / ZOO_FILE.name} is malformed: {exc}") from None
+        raise CatalogError(f"{folder / spec.name} is malformed: {exc}") from None
 
 
 def snapshot_equal(a: Path, b: Path) -> list[str]:
@@ -249,25 +250,3 @@ def snapshot_equal(a: Path, b: Path) -> list[str]:
         if not (pa.is_file() and pb.is_file()) or pa.read_bytes() != pb.read_bytes():
             diff.append(n)
     return diff
-
-
-def write_atlas(rows: list[CoverageRec], folder: Path) -> Path:
-    """Replace ``folder/atlas.tsv`` with ``rows`` (atomically); returns its path."""
-    folder.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".atlas-", dir=folder))
-    try:
-        _write_file(staging, ATLAS_FILE, rows)
-        os.replace(staging / ATLAS_FILE.name, folder / ATLAS_FILE.name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return folder / ATLAS_FILE.name
-
-
-def read_atlas(folder: Path) -> list[CoverageRec]:
-    """The atlas rows of a snapshot folder; none when it has no atlas.tsv."""
-    if not (folder / ATLAS_FILE.name).is_file():
-        return []
-    try:
-        return _read_file(folder, ATLAS_FILE)
-    except (KeyError, ValueError, TypeError) as exc:
-        raise CatalogError(f"{folder / ATLAS_FILE.name} is malformed: {exc}") from None

@@ -299,3 +299,8 @@ class ModelCoverage(CatalogTable, table=True):
     trace_ms: int = 0
     error: str = ""
     traced_with: str = ""
+    # what ran: "forward only" or "forward+backward" (--train), and how it was made to run
+    # (torchvision's operators as schemas with CPU reference kernels, say)
+    traced: str = ""
+    # multimodal models: "full" (every tower ran) or "text only: <towers that did not run>"
+    forward: str = ""

@@ -103,6 +103,21 @@ def _class_conditioned(cfg: dict[str, Any]) -> bool:
                if "class" in k or "ada_norm" in k)  # fmt: skip
 
 
+def _frames(model: Any, cfg: dict[str, Any]) -> int:
+    """Latent frames for a video model (its latents are ``(B, C, T, H, W)``), 0 for an image
+    model: one with 3-D convolutions, a 3D/Video class name or temporal config keys. Causal
+    video VAEs take 1 + 4k frames; transformers' temporal patch sizes divide 4."""
+    import torch
+
+    temporal = ("num_frames", "patch_size_t", "temporal_compression_ratio", "sample_frames")
+    video = (re.search(r"3D|Video", type(model).__name__) is not None
+             or any(k in cfg for k in temporal)
+             or any(isinstance(m, torch.nn.Conv3d) for m in model.modules()))
+    if not video:
+        return 0
+    return 5 if _task(type(model).__name__) == "vae" else 4
+
+
 def make_inputs(model: Any, *, real: bool) -> dict[str, Any]:
     import torch
 
@@ -111,14 +126,16 @@ def make_inputs(model: Any, *, real: bool) -> dict[str, Any]:
     chans = int(cfg.get("in_channels") or cfg.get("latent_channels") or 4)
     size = cfg.get("sample_size") or LATENT
     size = min(int(size[0] if isinstance(size, (list, tuple)) else size), LATENT)
+    frames = _frames(model, cfg)
+    latent = (1, chans, frames, size, size) if frames else (1, chans, size, size)
     ctx = int(cfg.get("cross_attention_dim") or cfg.get("joint_attention_dim")
               or cfg.get("caption_channels") or cfg.get("text_embed_dim") or 64)  # fmt: skip
     if isinstance(cfg.get("cross_attention_dim"), (list, tuple)):
         ctx = int(cfg["cross_attention_dim"][0])
     makers = {
-        "sample": lambda: torch.randn(1, chans, size, size),
-        "hidden_states": lambda: torch.randn(1, chans, size, size),
-        "x": lambda: torch.randn(1, chans, size, size),
+        "sample": lambda: torch.randn(*latent),
+        "hidden_states": lambda: torch.randn(*latent),
+        "x": lambda: torch.randn(*latent),
         "timestep": lambda: torch.tensor([10]),
         "timesteps": lambda: torch.tensor([10]),
         "encoder_hidden_states": lambda: torch.randn(1, TOKENS, ctx),

@@ -1,30 +1,62 @@
 """timm's and torchvision's architectures for the atlas, built without weights.
 
 torchvision: every ``torchvision.models.list_models()`` entry (classification, detection,
-segmentation, video, optical flow, quantized), ``get_model(name, weights=None)``, inputs by the
-entry's module: images, clips, image pairs. timm: one representative per family of
-``timm.list_models()`` (variants that differ only in width or depth share the family's name
-stem), ``create_model(name, pretrained=False)``, the input size of its ``pretrained_cfg``.
+segmentation, video, optical flow, quantized), ``get_model(name, weights=None)`` (and
+``weights_backbone=None``: no download), inputs by the entry's module and its weights' preset
+transforms (crop size): images, lists of images for detection (made small with
+``min_size``/``max_size`` where the builder takes them), clips ``(1, 3, T, H, W)``, image pairs.
 
-Neither installs on this project's machines (the registry's torchvision wheels link CUDA
-torch), so listing says so in one line; the code follows each library's documented API.
+timm: one representative per family of ``timm.list_models()``. A family is the entrypoint's
+module (``timm.list_models(module=...)``) and the name's architecture prefix (the name up to its
+first ``_``, trailing size digits and letter dropped): ``resnet50d`` and ``resnet101`` share
+``resnet:resnet``, ``seresnext26d_32x4d`` is ``resnet:seresnext``, every ``vit_*`` of
+``vision_transformer`` is one family. Variants that differ only in width or depth share one;
+the smallest-sounding name (tiny, small, nano, …) represents it. ``create_model(name,
+pretrained=False)``, input size from its ``pretrained_cfg``.
+
+Importing this module makes torchvision importable beside the CPU torch (:mod:`atlas_tvops`):
+only the atlas's listing subprocess and its sandboxed traces import it.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
+from opcheck.tracers import atlas_tvops
 from opcheck.tracers.atlas_build import Built, ModelSkip, one_line
 
 _TV_TASKS = {"detection": "detection", "segmentation": "segmentation", "video": "video",
              "optical_flow": "optical-flow", "quantization": "vision"}  # fmt: skip
+_SMALL = ("pico", "nano", "femto", "atto", "micro", "tiny", "small", "xs", "s")
+DETECTION_SIZE = 224  # min_size/max_size handed to detection builders (their default: 800)
+
+LABEL = atlas_tvops.enable()
 
 
-def _family(name: str) -> str:
-    """A timm family: the name's stem before its size and variant suffixes."""
+def _prefix(name: str) -> str:
     stem = name.split(".")[0].split("_")[0]
     return re.sub(r"[\d]+[a-z]?$", "", stem) or stem
+
+
+def _smallness(name: str) -> tuple[int, str]:
+    parts = re.split(r"[_.]", name)
+    for rank, word in enumerate(_SMALL):
+        if word in parts:
+            return rank, name
+    return len(_SMALL), name
+
+
+def timm_families() -> dict[str, list[str]]:
+    """``module:prefix`` → the family's model names, in timm's order."""
+    import timm
+
+    families: dict[str, list[str]] = {}
+    for module in timm.list_modules():
+        for name in timm.list_models(module=module):
+            families.setdefault(f"{module}:{_prefix(name)}", []).append(name)
+    return families
 
 
 def architectures(library: str) -> list[dict[str, Any]]:
@@ -36,18 +68,26 @@ def architectures(library: str) -> list[dict[str, Any]]:
             fn = torchvision.models.get_model_builder(name)
             kind = fn.__module__.split(".")[2] if fn.__module__.count(".") >= 2 else ""
             rows.append({"name": name, "model_class": f"{fn.__module__}.{fn.__name__}",
-                         "task": _TV_TASKS.get(kind, "vision"), "family": kind or "classification"})
+                         "task": _TV_TASKS.get(kind, "vision"),
+                         "family": kind if kind in _TV_TASKS else "classification"})
         return rows
-    import timm
-
-    seen: set[str] = set()
-    for name in timm.list_models():
-        family = _family(name)
-        if family in seen:
-            continue
-        seen.add(family)
+    for family, names in sorted(timm_families().items()):
+        name = min(names, key=_smallness)
         rows.append({"name": name, "model_class": name, "task": "vision", "family": family})
     return rows
+
+
+def _tv_kwargs(name: str) -> dict[str, Any]:
+    import torchvision
+
+    params = inspect.signature(torchvision.models.get_model_builder(name)).parameters
+    kwargs: dict[str, Any] = {"weights": None}
+    if "weights_backbone" in params:
+        kwargs["weights_backbone"] = None
+    module = torchvision.models.get_model_builder(name).__module__
+    if ".detection." in module and not name.startswith("ssd"):
+        kwargs.update(min_size=DETECTION_SIZE, max_size=DETECTION_SIZE)
+    return kwargs
 
 
 def build(
@@ -60,7 +100,7 @@ def build(
             import torchvision
 
             def make() -> Any:
-                return torchvision.models.get_model(name, weights=None)
+                return torchvision.models.get_model(name, **_tv_kwargs(name))
         else:
             import timm
 
@@ -71,14 +111,42 @@ def build(
             torch.manual_seed(0)
             model = make()
         else:
-            with torch.device("meta"):
-                model = make()
+            try:
+                with torch.device("meta"):
+                    model = make()
+            except NotImplementedError as exc:
+                if "meta tensor" not in str(exc):
+                    raise
+                # a builder that reads a tensor's value while building (regnet's widths):
+                # built on the CPU, then moved to the meta device for the fake trace
+                model = make().to("meta")
     except (ModelSkip, MemoryError):
         raise
     except Exception as exc:
         raise ModelSkip(f"{name}: does not build without weights: {one_line(exc)}") from None
     model.eval()
     return model, _inputs(library, name, model), {}
+
+
+def _weights_facts(name: str) -> tuple[Any, dict[str, Any]]:
+    """The entry's first weights' crop size (its preset transforms) and meta."""
+    import torchvision
+
+    try:
+        first = next(iter(torchvision.models.get_model_weights(name)))
+        return first.transforms.keywords.get("crop_size"), dict(first.meta)
+    except Exception:
+        return None, {}
+
+
+def _crop(name: str, model: Any, default: int) -> tuple[int, int]:
+    """The model's own declared size, else the crop size of its weights' transforms (a
+    builder without weights may declare a smaller size than its largest weights use)."""
+    own = getattr(model, "image_size", None)
+    crop = own if isinstance(own, int) else _weights_facts(name)[0] or default
+    if isinstance(crop, (list, tuple)):
+        return int(crop[0]), int(crop[-1])
+    return int(crop), int(crop)
 
 
 def _inputs(library: str, name: str, model: Any) -> tuple[Any, ...]:
@@ -90,9 +158,14 @@ def _inputs(library: str, name: str, model: Any) -> tuple[Any, ...]:
         return (torch.randn(1, c, h, w),)
     module = type(model).__module__
     if ".video." in module:
-        return (torch.randn(1, 3, 8, 112, 112),)
+        h, w = _crop(name, model, 112)
+        frames = max(8, int(_weights_facts(name)[1].get("min_temporal_size") or 0))
+        return (torch.randn(1, 3, frames, h, w),)
     if ".optical_flow." in module:
         return (torch.randn(1, 3, 128, 128), torch.randn(1, 3, 128, 128))
     if ".detection." in module:
-        return ([torch.randn(3, 224, 224)],)
-    return (torch.randn(1, 3, 224, 224),)
+        h, w = (300, 300) if name.startswith("ssd300") else (320, 320) if "ssdlite" in name \
+            else (DETECTION_SIZE, DETECTION_SIZE)
+        return ([torch.rand(3, h, w)],)
+    h, w = _crop(name, model, 224)
+    return (torch.randn(1, 3, h, w),)

@@ -22,7 +22,8 @@ from opcheck.core.paths import snapshot_dir
 from opcheck.db.build import write_catalog
 from opcheck.db.catalog import Catalog
 from opcheck.db.engine import make_engine
-from opcheck.db.snapshot import read_snapshot, read_zoo, snapshot_equal, write_snapshot, write_zoo
+from opcheck.db.schema import ATLAS_FILE, ZOO_FILE
+from opcheck.db.snapshot import read_rows, read_snapshot, snapshot_equal, write_rows, write_snapshot
 
 pytestmark = pytest.mark.torch
 pytest.importorskip("torch")
@@ -158,7 +159,7 @@ def snap(result: zoo.ZooResult, tmp_path: Path) -> Path:
     shutil.copytree(snapshot_dir(), snap)
     (snap / "zoo.tsv").unlink(missing_ok=True)
     assert read_snapshot(snap).zoo == []
-    write_zoo(result.rows, snap)
+    write_rows(ZOO_FILE, result.rows, snap)
     return snap
 
 
@@ -185,12 +186,12 @@ def test_a_sync_keeps_zoo_tsv(result: zoo.ZooResult, snap: Path) -> None:
     data = read_snapshot(snap)
     data.zoo = []
     write_snapshot(data, snap)
-    assert len(read_zoo(snap)) == len(result.rows)
+    assert len(read_rows(ZOO_FILE, snap)) == len(result.rows)
     assert snapshot_equal(snap, snapshot_dir()) == []
 
 
 def test_the_table_round_trips_from_zoo_tsv(result: zoo.ZooResult, snap: Path) -> None:
-    back = zoo.from_rows(read_zoo(snap))
+    back = zoo.from_rows(read_rows(ZOO_FILE, snap))
     assert back.releases == result.releases
     assert zoo.cell(back.row("lstm", "2.0.1")) == "YES"
     assert zoo.cell(_row(back, FALLBACKS, "2.1.0.post4")) == "MAYBE (2)"
@@ -229,22 +230,24 @@ def _app() -> typer.Typer:
     return app
 
 
-def test_cli_writes_csv_and_snapshot(tmp_path: Path) -> None:
+def test_cli_is_the_atlas_zoo_and_writes_atlas_tsv(tmp_path: Path) -> None:
     snap = tmp_path / "snap"
     shutil.copytree(snapshot_dir(), snap)
-    write_zoo([zoo.ZooRec("bert", "2.1.0", "YES"), zoo.ZooRec("conv_classifier", "9.9", "NO")],
-              snap)
+    before = read_rows(ATLAS_FILE, snap)
     out = tmp_path / "zoo.csv"
     res = CliRunner().invoke(_app(), [
         "zoo", "conv_classifier", "--format", "csv", "-o", str(out), "--snapshot", str(snap),
         "--timeout", "120",
     ])  # fmt: skip
     assert res.exit_code == 0, res.output
+    assert commands_zoo.NOTE in res.output  # the deprecation note (stderr)
     rows = list(csv.DictReader(out.open()))
-    assert {r["verdict"] for r in rows} == {"YES"} and len(rows) > 50
-    stored = read_zoo(snap)
-    assert {r.model for r in stored} == {"bert", "conv_classifier"}
-    assert len(stored) == len(rows) + 1  # conv_classifier's old row replaced, bert's kept
+    assert {(r["library"], r["architecture"]) for r in rows} == {("zoo", "conv_classifier")}
+    assert {r["verdict"] for r in rows} == {"YES"}
+    stored = read_rows(ATLAS_FILE, snap)
+    mine = [r for r in stored if r.architecture == "conv_classifier"]
+    assert len(mine) == len(rows)  # conv_classifier's rows replaced, the others kept
+    assert len(stored) - len(mine) == len([r for r in before if r.architecture != "conv_classifier"])
 
 
 def test_cli_snapshot_and_catalog_exclude_each_other(bundled_catalog: Path, tmp_path: Path) -> None:
@@ -256,7 +259,12 @@ def test_cli_snapshot_and_catalog_exclude_each_other(bundled_catalog: Path, tmp_
 def test_cli_bad_name_is_one_line_exit_2(bundled_catalog: Path) -> None:
     res = CliRunner().invoke(_app(), ["zoo", "nope", "--catalog", str(bundled_catalog)])
     assert res.exit_code == 2
-    assert "no zoo model 'nope'" in res.output and "Traceback" not in res.output
+    assert "no architecture 'nope' in zoo" in res.output and "Traceback" not in res.output
+
+
+def test_cli_points_a_model_of_ones_own_to_check(bundled_catalog: Path) -> None:
+    res = CliRunner().invoke(_app(), ["zoo", "m.py:build", "--catalog", str(bundled_catalog)])
+    assert res.exit_code == 2 and "opcheck check --model m.py:build" in res.output
 
 
 @pytest.mark.slow
@@ -269,6 +277,6 @@ def test_full_zoo_traces_every_architecture(catalog: Catalog) -> None:
     def key(r: zoo.ZooRec) -> tuple[str, str]:
         return r.model, r.torch_npu
 
-    assert sorted(full.rows, key=key) == sorted(read_zoo(snapshot_dir()), key=key), (
+    assert sorted(full.rows, key=key) == sorted(read_rows(ZOO_FILE, snapshot_dir()), key=key), (
         "data/snapshot/zoo.tsv is stale: run `opcheck zoo --snapshot data/snapshot`"
     )

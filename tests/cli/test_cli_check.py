@@ -8,7 +8,7 @@ from catalog_fixture import small_catalog
 from click.testing import Result
 from typer.testing import CliRunner
 
-from opcheck.checker.formats import REPORT_FORMATS, ZOO_FORMATS
+from opcheck.checker.formats import ATLAS_FORMATS, REPORT_FORMATS
 from opcheck.cli.app import app, route
 from opcheck.core.oplist import OpList, OpUse
 from opcheck.db.build import write_catalog
@@ -212,7 +212,7 @@ def test_bad_oplist(cat_path: Path, tmp_path: Path) -> None:
     assert r.exit_code == 2 and "not an opcheck op list" in r.output
 
 
-@pytest.mark.parametrize("command, registry", [("check", REPORT_FORMATS), ("zoo", ZOO_FORMATS)])
+@pytest.mark.parametrize("command, registry", [("check", REPORT_FORMATS), ("zoo", ATLAS_FORMATS)])
 def test_format_help_lists_the_registered_formats(command: str, registry: object) -> None:
     r = invoke(command, "--help")
     assert r.exit_code == 0
@@ -222,7 +222,7 @@ def test_format_help_lists_the_registered_formats(command: str, registry: object
 def test_zoo_rejects_an_unknown_format_before_tracing(cat_path: Path) -> None:
     r = invoke("zoo", "lstm", "--catalog", str(cat_path), "--format", "xml")
     assert r.exit_code == 2
-    assert "unknown format 'xml' (choose from table, markdown, csv, json)" in r.output
+    assert "unknown format 'xml' (choose from table, json, csv, markdown)" in r.output
 
 
 def test_op_history_json_lists_every_release(cat_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from opcheck.cli.commands_zoo import ERROR_STYLE, _styled
+from opcheck.cli.commands_atlas import ERROR_STYLE, _styled
 from opcheck.cli.render import status_text
 from opcheck.core.vocab import Status, Verdict
 

@@ -149,29 +149,6 @@ def test_check_csv_lists_every_op(cat_path: Path, oplist_path: Path) -> None:
     assert isin["where"] == "tiny.py:42; lib/masks.py:9"  # relative to the project folder
 
 
-def _zoo_result() -> object:
-    from opcheck.checker.zoo import ZooResult
-    from opcheck.db.data import ZooRec
-
-    rels = ["2.1.0.post10", "2.1.0.post17", "2.6.0.post5"]
-    rows = [ZooRec("bert", r, "YES", npu=40) for r in rels]
-    rows += [ZooRec("gpt2", r, "MAYBE" if r != "2.6.0.post5" else "YES", cpu_fallback=1,
-                    problem_ops="aten::isin.Tensor_Tensor=cpu_fallback") for r in rels]
-    rows += [ZooRec("models/mine.py:build", "", "ERROR", error="trace timed out")]
-    return ZooResult(["bert", "gpt2", "models/mine.py:build"], rels, rows)
-
-
-@pytest.mark.parametrize("width", WIDTHS)
-def test_zoo_table_snapshot(width: str) -> None:
-    from opcheck.cli.commands_zoo import render_table
-    from opcheck.cli.render import console_for
-
-    buf = io.StringIO()
-    w = int(WIDTHS[width]) or None
-    render_table(_zoo_result(), console_for(buf, w), width=w)
-    matches_snapshot(f"zoo-{width}", buf.getvalue())
-
-
 def test_piped_releases_of_the_bundled_catalog_grep_whole(bundled_catalog: Path) -> None:
     """`opcheck releases | grep -c 2.1.0.post` counts every 2.1.0.postN release."""
     from opcheck.db.catalog import Catalog

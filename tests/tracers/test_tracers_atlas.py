@@ -156,12 +156,15 @@ def test_diffusers_listing_and_a_unet_and_a_vae_trace() -> None:
 
 def test_a_library_that_is_not_installed_lists_in_one_line() -> None:
     import importlib.util
+    import os
 
     if importlib.util.find_spec("torchvision") is not None:
         pytest.skip("torchvision is installed here")
+    # the atlas's own folder of torchvision and timm moved somewhere empty: not installed
+    env = {**os.environ, "OPCHECK_ATLAS_SITE": os.devnull + ".nothing"}
     done = subprocess.run(
         [sys.executable, "-m", "opcheck.tracers.atlas_build", "list", "torchvision"],
-        capture_output=True, text=True, check=False, timeout=120,
+        capture_output=True, text=True, check=False, timeout=120, env=env,
     )  # fmt: skip
     assert done.returncode == 2 and "torchvision" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1

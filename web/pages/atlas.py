@@ -46,6 +46,8 @@ class Model:
     recorder: str
     product: str
     train: bool
+    traced: str = ""  # forward only / forward+backward, and how it was made to run
+    forward: str = ""  # multimodal: the full forward or the text path only
     runs: list[CoverageRec] = field(default_factory=list)
 
     @property
@@ -67,7 +69,8 @@ def models_of(rows: Sequence[CoverageRec]) -> list[Model]:
     for r in rows:
         k = (r.library, r.architecture, r.train, r.product)
         if k not in by:
-            by[k] = Model(r.library, r.architecture, r.task, r.recorder, r.product, r.train)
+            by[k] = Model(r.library, r.architecture, r.task, r.recorder, r.product, r.train,
+                          r.traced, r.forward)
         by[k].runs.append(r)
     return sorted(by.values(), key=lambda m: (m.library, m.architecture, m.train, m.product))
 
@@ -165,6 +168,7 @@ async def view(datasette: Any, request: Any) -> Any:
             "count": ctx["count"], "traced": ctx["traced"], "page": ctx["page"],
             "pages": ctx["pages"], "columns": [list(c) for c in ctx["columns"]],
             "models": [{"library": m.library, "architecture": m.architecture, "task": m.task,
+                        "traced": m.traced, "forward": m.forward,
                         "cells": [c.verdict if c else "" for c in cells]}
                        for m, cells in ctx["grid"]]})
     html = await datasette.render_template(TEMPLATE, ctx, request=request, view_name=VIEW_NAME)
