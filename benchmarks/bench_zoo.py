@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from opcheck.checker import zoo
-from opcheck.contrib.workarounds import attach
+from opcheck.contrib.workaround_catalog import attach
 from opcheck.core.paths import snapshot_dir
 from opcheck.db.catalog import Catalog
 from opcheck.db.engine import make_engine

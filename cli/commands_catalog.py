@@ -89,7 +89,7 @@ def op(
         _check_format(fmt, TABLE_FORMATS)
         from opcheck.checker.history import HistoryFacts, describe_op
         from opcheck.checker.names import Names
-        from opcheck.contrib.workarounds import workaround_lookup
+        from opcheck.contrib.workaround_catalog import workaround_lookup
         from opcheck.core.errors import UsageError
 
         cat = _catalog(catalog)
@@ -113,7 +113,7 @@ def op(
             typer.echo(f"note: {match.describe()}: {opname}", err=True)
         hist = describe_op(HistoryFacts.load(cat, workaround_lookup(cat)), opname)
         if not hist.known:
-            from opcheck.contrib.workarounds import entry_ids_for
+            from opcheck.contrib.workaround_catalog import entry_ids_for
 
             ids = entry_ids_for(cat, opname)
             if not ids:
@@ -201,7 +201,7 @@ def _print_workarounds(console: Any, cat: Any, ids: list[str]) -> None:
     from rich.markup import escape
 
     from opcheck.checker.formats.text import FixHint
-    from opcheck.contrib.workarounds import entry_detail
+    from opcheck.contrib.workaround_catalog import entry_detail
 
     if not ids:
         return
@@ -340,7 +340,7 @@ def sync(
         from rich.console import Console
         from rich.markup import escape
 
-        from opcheck.contrib.workarounds import attach
+        from opcheck.contrib.workaround_catalog import attach
         from opcheck.sync.pipeline import SyncOptions, run_sync
 
         opts = SyncOptions(mirror=tuple(mirror or ()), live=live, host=host, wheels=wheels,

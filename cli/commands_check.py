@@ -139,7 +139,7 @@ def _usecase(catalog: Path | None, quiet: bool, hardware: str | None = None) -> 
     from opcheck.checker.usecase import CheckUseCase
     from opcheck.cli.common import open_catalog
     from opcheck.cli.render import progress
-    from opcheck.contrib.workarounds import workaround_lookup
+    from opcheck.contrib.workaround_catalog import workaround_lookup
     from opcheck.db.catalog import Catalog
 
     cat = Catalog.load(open_catalog(catalog))

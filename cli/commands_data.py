@@ -35,7 +35,8 @@ def new(
     """Scaffold a valid entry for OP to fill in, with an id no entry in the folder has."""
     with handle_errors():
         from opcheck.cli.common import ensure_writable, write_output
-        from opcheck.contrib.workarounds import default_workarounds_dir, existing_ids, scaffold
+        from opcheck.contrib.workaround_lint import existing_ids, scaffold
+        from opcheck.contrib.workarounds import default_workarounds_dir
         from opcheck.core.errors import UsageError
 
         ensure_writable(output)
@@ -67,7 +68,8 @@ def lint_cmd(folder: DirOpt = None, catalog: CatalogOpt = None) -> None:
     """Check every entry: schema, placeholders left from `workaround new`, duplicate ids, op
     names, and release ranges and `fixed_in` against the catalog."""
     with handle_errors():
-        from opcheck.contrib.workarounds import default_workarounds_dir, lint
+        from opcheck.contrib.workaround_lint import lint
+        from opcheck.contrib.workarounds import default_workarounds_dir
 
         cat, ops, releases = _known(catalog)
         problems = lint(folder or default_workarounds_dir(), known_ops=ops, known_releases=releases,
@@ -145,7 +147,7 @@ def schema_cmd(
     """The entries' JSON Schema (for editors)."""
     with handle_errors():
         from opcheck.cli.common import ensure_writable, write_output
-        from opcheck.contrib.workarounds import json_schema
+        from opcheck.contrib.workaround_lint import json_schema
 
         ensure_writable(output)
         text = json.dumps(json_schema(), indent=2) + "\n"
@@ -165,7 +167,7 @@ def show_cmd(
     applies to, how it was verified, and its sources."""
     with handle_errors():
         from opcheck.cli.common import open_catalog
-        from opcheck.contrib.workarounds import entry_detail
+        from opcheck.contrib.workaround_catalog import entry_detail
         from opcheck.core.errors import UsageError
         from opcheck.db.catalog import Catalog
 
@@ -196,7 +198,7 @@ def fix(
         from opcheck.checker.queries import select_target
         from opcheck.cli.commands_check import _installed_torch
         from opcheck.cli.common import open_catalog
-        from opcheck.contrib.workarounds import entry_detail, workaround_lookup
+        from opcheck.contrib.workaround_catalog import entry_detail, workaround_lookup
         from opcheck.core.errors import UsageError
         from opcheck.db.catalog import Catalog
 

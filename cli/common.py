@@ -122,13 +122,13 @@ def output_file(path: Path) -> Iterator[TextIO]:
 
 
 def _workarounds_digest() -> str:
-    from opcheck.contrib.workarounds import folder_digest
+    from opcheck.contrib.workaround_catalog import folder_digest
 
     return folder_digest()
 
 
 def _attach_workarounds(data: CatalogData) -> None:
-    from opcheck.contrib.workarounds import attach
+    from opcheck.contrib.workaround_catalog import attach
 
     attach(data)
 

@@ -524,7 +524,7 @@ def print_entry(d: object) -> None:
 
     import typer
 
-    from opcheck.contrib.workarounds import EntryDetail
+    from opcheck.contrib.workaround_catalog import EntryDetail
 
     assert isinstance(d, EntryDetail)
     ranges = ", ".join(

@@ -57,7 +57,7 @@ def upstream() -> Path:
 @pytest.fixture(scope="session")
 def bundled_catalog(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The catalog a user gets on first use: the bundled snapshot plus data/workarounds."""
-    from opcheck.contrib.workarounds import attach
+    from opcheck.contrib.workaround_catalog import attach
     from opcheck.core.paths import snapshot_dir
     from opcheck.db.build import write_catalog
     from opcheck.db.snapshot import read_snapshot

@@ -40,7 +40,7 @@ class ServeState:
 
 @lru_cache(maxsize=4)
 def state_for(path: str) -> ServeState:
-    from opcheck.contrib.workarounds import workaround_lookup
+    from opcheck.contrib.workaround_catalog import workaround_lookup
     from opcheck.db.engine import make_engine
 
     cat = Catalog.load(make_engine(Path(path)))

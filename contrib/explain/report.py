@@ -63,6 +63,7 @@ def report_log(result: ExplainResult, cat: Catalog, *, torch_npu: str | None = N
     from opcheck.checker.contract import dtype_support
     from opcheck.checker.queries import select_target
     from opcheck.contrib import workarounds as wa
+    from opcheck.contrib.workaround_catalog import workaround_lookup
     from opcheck.core.oplist import OpList, OpUse
 
     target = select_target(cat, torch_npu=torch_npu, installed_torch=installed_torch)
@@ -92,7 +93,7 @@ def report_log(result: ExplainResult, cat: Catalog, *, torch_npu: str | None = N
                     f"CANN version or product (the report's target is {installed}, a guess "
                     "when the log names no version); a CANN whose docs list it may accept it")
     report = check(cat, OpList(model="log", method="log", ir="log", ops=uses), target,
-                   workarounds=wa.workaround_lookup(cat))
+                   workarounds=workaround_lookup(cat))
     ops = [OpStatus(f.op, str(f.status), f.kernel, f.first_npu_release,
                     [w.id for w in f.workarounds], via.get(f.op, ""), f.first_npu_release_any)
            for f in report.ops]

@@ -37,7 +37,7 @@ RELEASE = "2.6.0.post5"  # a tag of the 2.6 line, mirrored with its op-plugin pi
 
 @pytest.fixture(scope="module")
 def cat_path(upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from opcheck.contrib.workarounds import attach
+    from opcheck.contrib.workaround_catalog import attach
     from opcheck.core.paths import snapshot_dir
     from opcheck.db.build import write_catalog
     from opcheck.db.snapshot import read_snapshot

@@ -128,7 +128,7 @@ def test_explain_matches_the_fallback_signature(explained: dict[str, Any]) -> No
 
 
 def test_new_never_proposes_an_existing_id(tmp_path: Path) -> None:
-    from opcheck.contrib.workarounds import existing_ids
+    from opcheck.contrib.workaround_lint import existing_ids
 
     r = run("workaround", "new", "aten::isin.Tensor_Tensor")
     assert r.exit_code == 0, r.output

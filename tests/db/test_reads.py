@@ -6,7 +6,7 @@ from pathlib import Path
 
 from catalog_fixture import small_catalog
 
-from opcheck.contrib.workarounds import workaround_lookup
+from opcheck.contrib.workaround_catalog import workaround_lookup
 from opcheck.db import reads
 from opcheck.db.build import write_catalog
 from opcheck.db.catalog import Catalog

@@ -18,7 +18,7 @@ from bs4 import BeautifulSoup
 if not os.environ.get("CI"):
     pytest.importorskip("datasette")
 
-from opcheck.contrib.workarounds import workaround_lookup
+from opcheck.contrib.workaround_catalog import workaround_lookup
 from opcheck.core.oplist import OpList, OpUse
 from opcheck.core.vocab import Status
 from opcheck.db import contract

@@ -25,7 +25,7 @@ if not os.environ.get("CI"):  # CI installs the serve extra: there a missing Dat
 
 from opcheck.checker.queries import op_history, release_diff
 from opcheck.checker.resolve import kernel_label
-from opcheck.contrib.workarounds import workaround_lookup
+from opcheck.contrib.workaround_catalog import workaround_lookup
 from opcheck.core.oplist import OpList, OpUse
 from opcheck.db import search
 from opcheck.db.catalog import Catalog
