@@ -10,19 +10,16 @@ the file and line at the newest one's pin (as ``op_aclnn`` does).
 
 from __future__ import annotations
 
-from collections import defaultdict
-
-from packaging.version import Version
+from functools import partial
 
 from opcheck.core.errors import OpcheckError
-from opcheck.core.versions import release_key, torch_minor
-from opcheck.db.data import OpAclTypeRec, ReleaseRec
+from opcheck.db.data import OpAclTypeRec
 from opcheck.scrapers import aclops, opplugin
 from opcheck.scrapers.aclops import AclFunction
 from opcheck.sync.context import SyncContext
+from opcheck.sync.pins import OP_PLUGIN, ReleaseGroups, releases_by_pin
 from opcheck.sync.sources import Fetched
 
-OP_PLUGIN = "github/Ascend/op-plugin"
 _FOLDERS = ("ops/aclops", "utils/custom_functions/aclops")
 
 
@@ -35,46 +32,27 @@ class AclOpSources:
 
     def collect(self, ctx: SyncContext) -> None:
         ctx.progress("op-plugin acl_op kernel sources")
-        mirrored = {ref for ref in ctx.ls(OP_PLUGIN)
-                    if ctx.ls(f"{OP_PLUGIN}/{ref}/op_plugin/ops/aclops")}
-        by_pin: dict[str, list[ReleaseRec]] = defaultdict(list)
-        for rel in ctx.data.releases:
-            pin = rel.op_plugin_commit
-            full = next((m for m in mirrored if pin and m.startswith(pin)), None)
-            if full is not None:
-                by_pin[full].append(rel)
-        order = {r.torch_npu: release_key(r.torch_npu) for r in ctx.data.releases}
+        by_pin = releases_by_pin(ctx, "ops/aclops")
         fetched = ctx.prefetch_paths(
             (p for pin in sorted(by_pin) for p in self._paths(ctx, pin)), aclops.parse_aclop_source)
         memo: dict[str, tuple[AclFunction, ...]] = {}
-        Key = tuple[str, str, str, str, str, str]
-        grouped: dict[Key, list[str]] = defaultdict(list)
-        at: dict[Key, tuple[str, int, int, Version]] = {}
+        groups: ReleaseGroups[tuple[str, str, str, str, str, str]] = ReleaseGroups(
+            ctx.data.releases)
         for pin in sorted(by_pin):
             try:
                 link, sid = self._link(ctx, pin, memo, fetched)
             except OpcheckError as exc:
                 ctx.failures.append(str(exc))
                 continue
-            for rel in by_pin[pin]:
-                minor = torch_minor(rel.torch)
-                rkey = order[rel.torch_npu]
-                for r in link.rows:
-                    if minor not in r.torch:
-                        continue
-                    key = (r.op, r.op_type, r.engine, r.condition, r.via, r.match)
-                    if rel.torch_npu in grouped[key]:
-                        continue
-                    grouped[key].append(rel.torch_npu)
-                    if key not in at or rkey > at[key][3]:
-                        where = r.path.split("/op_plugin/", 1)[-1]
-                        at[key] = (where, r.line, sid, rkey)
+            groups.add_pin(
+                by_pin[pin], link.rows,
+                lambda r: (r.op, r.op_type, r.engine, r.condition, r.via, r.match),
+                partial(_cite, sid))
         ctx.data.op_acl_types = sorted(
             (OpAclTypeRec(op=key[0], op_type=key[1], engine=key[2], condition=key[3],
-                          via=key[4], match=key[5],
-                          releases=",".join(sorted(rels, key=order.__getitem__)),
-                          path=at[key][0], line=at[key][1], source_id=at[key][2])
-             for key, rels in grouped.items()),
+                          via=key[4], match=key[5], releases=releases, path=path, line=line,
+                          source_id=sid)
+             for key, releases, path, line, sid in groups.items()),
             key=lambda r: (r.op, r.op_type, r.via, r.condition, r.engine))
 
     @staticmethod
@@ -103,3 +81,7 @@ class AclOpSources:
                                   url=f"https://github.com/Ascend/op-plugin/blob/{pin}/op_plugin/",
                                   ref=pin, commit=pin, rows=len(link.rows))
         return link, sid
+
+
+def _cite(sid: int, r: aclops.AclTypeRow) -> tuple[str, int, int]:
+    return r.path.split("/op_plugin/", 1)[-1], r.line, sid

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from functools import partial
 from typing import Generic, TypeVar
 
-from packaging.version import Version
-
 from opcheck.core.errors import OpcheckError
-from opcheck.core.versions import doc_cann_key, release_key, torch_minor
+from opcheck.core.versions import doc_cann_key
 from opcheck.db.contract import HEAD
 from opcheck.db.data import (
     AclnnConstraintRec,
@@ -29,12 +28,12 @@ from opcheck.db.data import (
     AclnnFunctionRec,
     AclnnParamRec,
     OpAclnnRec,
-    ReleaseRec,
 )
 from opcheck.scrapers import aclnn_docs, opapi_sources, opplugin
 from opcheck.scrapers.aclnn_docs import AclnnPage
 from opcheck.scrapers.opapi_sources import CppFunction
 from opcheck.sync.context import SyncContext
+from opcheck.sync.pins import ReleaseGroups, releases_by_pin
 from opcheck.sync.sources import Fetched, walk_files
 
 HICANN = "github/hicann"
@@ -68,6 +67,11 @@ class _Grouped(Generic[K]):
         for key, at in self.where.items():
             versions = sorted(at, key=cann_order)
             yield key, ",".join(versions), ",".join(str(at[v]) for v in versions)
+
+
+def _cite(sid: int, yaml_sid: int, r: opapi_sources.OpAclnnRow) -> tuple[str, int, int]:
+    """A generated kernel is cited at the YAML entry that generates it."""
+    return r.path.rsplit("/", 1)[-1], r.line, yaml_sid if r.match == "gen_opapi" else sid
 
 
 def _csv(items: Iterable[str]) -> str:
@@ -191,19 +195,10 @@ class OpApiSources:
 
     def collect(self, ctx: SyncContext) -> None:
         ctx.progress("op-plugin kernel sources")
-        mirrored = {ref for ref in ctx.ls(OP_PLUGIN)
-                    if ctx.ls(f"{OP_PLUGIN}/{ref}/op_plugin/ops/opapi")}
-        by_pin: dict[str, list[ReleaseRec]] = defaultdict(list)
-        for rel in ctx.data.releases:
-            pin = rel.op_plugin_commit
-            full = next((m for m in mirrored if pin and m.startswith(pin)), None)
-            if full is not None:
-                by_pin[full].append(rel)
-        grouped: dict[tuple[str, str, str, str, str, str], list[str]] = defaultdict(list)
-        # (file, line, source id, release key of the release cited)
-        at: dict[tuple[str, str, str, str, str, str], tuple[str, int, int, Version]] = {}
+        by_pin = releases_by_pin(ctx, "ops/opapi")
+        groups: ReleaseGroups[tuple[str, str, str, str, str, str]] = ReleaseGroups(
+            ctx.data.releases)
         memo: dict[str, tuple[CppFunction, ...]] = {}  # file text → functions, across pins
-        order = {r.torch_npu: release_key(r.torch_npu) for r in ctx.data.releases}
         # every pin's kernel sources parse in parallel up front; _link reads them back
         fetched = ctx.prefetch_paths(
             (f"{OP_PLUGIN}/{pin}/op_plugin/ops/opapi/{name}" for pin in sorted(by_pin)
@@ -218,26 +213,16 @@ class OpApiSources:
             except OpcheckError as exc:
                 ctx.failures.append(str(exc))
                 continue
-            for rel in by_pin[pin]:
-                minor = torch_minor(rel.torch)
-                rkey = order[rel.torch_npu]
-                for r in link.rows:
-                    if minor not in r.torch:
-                        continue
-                    key = (r.op, r.aclnn, r.kind, r.fallback, r.via, r.match)
-                    if rel.torch_npu in grouped[key]:
-                        continue
-                    grouped[key].append(rel.torch_npu)
-                    if key not in at or rkey > at[key][3]:
-                        # cite the newest release's pin; the row keeps the file name (the
-                        # folder at that pin is its source row's path)
-                        at[key] = (r.path.rsplit("/", 1)[-1], r.line,
-                                   yaml_sid if r.match == "gen_opapi" else sid, rkey)
+            # cite the newest release's pin; the row keeps the file name (the folder at that
+            # pin is its source row's path)
+            groups.add_pin(
+                by_pin[pin], link.rows,
+                lambda r: (r.op, r.aclnn, r.kind, r.fallback, r.via, r.match),
+                partial(_cite, sid, yaml_sid))
         ctx.data.op_aclnn = sorted(
             (OpAclnnRec(op=key[0], aclnn=key[1], kind=key[2], fallback=key[3], via=key[4],
-                        match=key[5], releases=_csv(sorted(rels, key=order.__getitem__)), path=at[key][0],
-                        line=at[key][1], source_id=at[key][2])
-             for key, rels in grouped.items()),
+                        match=key[5], releases=releases, path=path, line=line, source_id=sid)
+             for key, releases, path, line, sid in groups.items()),
             key=lambda r: (r.op, r.aclnn, r.kind, r.via, r.fallback),
         )
 
