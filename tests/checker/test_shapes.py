@@ -77,3 +77,16 @@ def test_the_scripts_own_compile_mode_decides(usecase: CheckUseCase, tmp_path: P
     assert oplist.complete  # the recorded device answers set_compile_mode
     assert [s["jit_compile"] for s in oplist.settings if s["kind"] == "compile_mode"] == [False]
     assert _dynamic(usecase, oplist, hardware="910A") == []
+
+
+@pytest.mark.torch
+def test_a_shortened_loop_gives_a_lower_bound(usecase: CheckUseCase) -> None:
+    pytest.importorskip("torch")
+    from opcheck.tracers.script import run_script
+
+    # the default budget ends the loop after two steps whose ops repeat: the count says so
+    oplist = run_script(SCRIPT, timeout=240, memory_mb=4096,
+                        composites=usecase.composites()).oplist
+    relu = {f["op"]: f for f in _dynamic(usecase, oplist, hardware="910A")}["aten::relu"]
+    assert "at least 2 input shapes in 2 steps traced" in relu["why"]
+    assert "--max-steps 0" in relu["why"]
