@@ -33,27 +33,27 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from opcheck.scrapers.aclnn_page import (
-    _DECLARED,
-    _DTYPE,
-    _FUNC_HEADING,
-    _PRODUCT_WORD,
-    _SUPPORT,
-    _TERM,
-    _TERM_LOOSE,
+    DECLARED,
+    DTYPE,
+    FUNC_HEADING,
+    PRODUCT_WORD,
+    SUPPORT_MARK,
+    TERM,
+    TERM_LOOSE,
     AclnnPage,
     ConstraintLine,
     DtypeException,
+    Heading,
     HtmlTable,
     PageScan,
     ParamRow,
     ProductSupport,
     ReturnCodeRow,
-    _aliases,
-    _Heading,
-    _Page,
-    _terms,
+    ScanPage,
     dtype_tokens,
     html_tables,
+    page_aliases,
+    page_terms,
 )
 from opcheck.scrapers.rows import Origin
 from opcheck.scrapers.tables import table_at
@@ -78,12 +78,12 @@ __all__ = [
 # --------------------------------------------------------------------------- products
 
 
-def _product_heading(page: _Page) -> _Heading | None:
+def _product_heading(page: ScanPage) -> Heading | None:
     return next((h for h in page.headings
                  if "产品" in h.title and ("支持" in h.title or "型号" in h.title)), None)
 
 
-def _product_table(page: _Page) -> tuple[Sequence[str], Sequence[tuple[int, Sequence[str]]]] | None:
+def _product_table(page: ScanPage) -> tuple[Sequence[str], Sequence[tuple[int, Sequence[str]]]] | None:
     """Header and rows of the first table of the product section (HTML or pipe)."""
     head = _product_heading(page)
     if head is None:
@@ -105,7 +105,7 @@ def _is_support_table(header: Sequence[str]) -> bool:
     return len(header) >= 2 and "产品" in header[0] and "是否支持" in header[1]
 
 
-def _products(page: _Page) -> tuple[ProductSupport, ...]:
+def _products(page: ScanPage) -> tuple[ProductSupport, ...]:
     found = _product_table(page)
     if found is None or not _is_support_table(found[0]):
         raise page.fail("产品支持情况 is not a 产品 | 是否支持 table")
@@ -114,11 +114,11 @@ def _products(page: _Page) -> tuple[ProductSupport, ...]:
     for line, cells in rows:
         if len(cells) < 2:
             raise page.fail(f"product row with {len(cells)} cell(s)", line - 1)
-        name = _TERM_LOOSE.sub("", cells[0]).strip().strip("`").strip()
+        name = TERM_LOOSE.sub("", cells[0]).strip().strip("`").strip()
         mark = cells[1].strip()
-        if mark not in _SUPPORT:
+        if mark not in SUPPORT_MARK:
             raise page.fail(f"product support mark {mark!r}", line - 1)
-        out.append(ProductSupport(name, _aliases(page, name, line - 1), _SUPPORT[mark], line))
+        out.append(ProductSupport(name, page_aliases(page, name, line - 1), SUPPORT_MARK[mark], line))
     return tuple(out)
 
 
@@ -158,14 +158,14 @@ def _mark(cell: str) -> bool | None:
 
 
 def _split_list(cell: str) -> tuple[str, ...]:
-    parts = re.split(r"[、,，/\n]", _TERM_LOOSE.sub("", cell))
+    parts = re.split(r"[、,，/\n]", TERM_LOOSE.sub("", cell))
     return tuple(p.strip() for p in parts if p.strip() and p.strip() != "-")
 
 
 _NON_PARENS = re.compile(r"[（(][^（()）]*[)）]")
 
 
-def _param_rows(page: _Page, function: str, rows: Iterable[tuple[int, Sequence[str]]],
+def _param_rows(page: ScanPage, function: str, rows: Iterable[tuple[int, Sequence[str]]],
                 cols: dict[str, int]) -> tuple[list[ParamRow], list[DtypeException]]:
     params: list[ParamRow] = []
     exceptions: list[DtypeException] = []
@@ -176,7 +176,7 @@ def _param_rows(page: _Page, function: str, rows: Iterable[tuple[int, Sequence[s
 
     for line, cells in rows:
         # "self（aclTensor*）": some tables append the C type to the name
-        name = _TERM_LOOSE.sub("", cell(cells, "param"))
+        name = TERM_LOOSE.sub("", cell(cells, "param"))
         name = re.split(r"[（(]", name, maxsplit=1)[0].strip().strip("`*").strip()
         if not name or name in _SKIP_PARAMS:
             continue
@@ -193,15 +193,15 @@ def _param_rows(page: _Page, function: str, rows: Iterable[tuple[int, Sequence[s
         for c in cells:
             if "<term>" in c:
                 for seg in _term_segments(c):
-                    if _terms(page, seg, line - 1):  # a <term> naming no product: emphasis
+                    if page_terms(page, seg, line - 1):  # a <term> naming no product: emphasis
                         exceptions.append(_exception(page, function, seg, line, (name,)))
     return params, exceptions
 
 
 def _drop_products(text: str) -> str:
     """The text without the product names written as <term>s; other <term>s unwrapped."""
-    return _TERM_LOOSE.sub("", _TERM.sub(
-        lambda m: "" if _PRODUCT_WORD.search(m.group(1)) else m.group(1), text))
+    return TERM_LOOSE.sub("", TERM.sub(
+        lambda m: "" if PRODUCT_WORD.search(m.group(1)) else m.group(1), text))
 
 
 _FORMAT_NC = re.compile(r"^(.*?)\s*[（(]\s*(不)?支持非连续(?:的)?Tensor\s*[)）]$", re.I)
@@ -229,7 +229,7 @@ def _term_segments(text: str) -> list[str]:
 
 _NOT = re.compile(r"不支持")
 _EXTRA = re.compile(r"额外支持")
-_DT = _DTYPE.pattern.replace("(?<![A-Za-z0-9_])(", "(?<![A-Za-z0-9_])(?:", 1)
+_DT = DTYPE.pattern.replace("(?<![A-Za-z0-9_])(", "(?<![A-Za-z0-9_])(?:", 1)
 # "<product>：数据类型支持FLOAT、FLOAT16。", "self和out数据类型支持…", "支持数据类型…": a plain
 # list of what those products accept (nothing else said), so exhaustive there, as 仅支持 is
 _LIST_STATEMENT = re.compile(
@@ -240,9 +240,9 @@ _CONDITION = re.compile(r"当|仅当|时[，,：:]|场景|如下条件|情况下
 _ONLY = re.compile(r"仅支持|只支持")
 
 
-def _exception(page: _Page, function: str, text: str, line: int,
+def _exception(page: ScanPage, function: str, text: str, line: int,
                params: tuple[str, ...] = (), known: Sequence[str] = ()) -> DtypeException:
-    products = _terms(page, text, line - 1)
+    products = page_terms(page, text, line - 1)
     rest = text[text.rfind("</term>") + len("</term>"):] if "</term>" in text else text
     rest = re.sub(r"^[\s：:，,]*(?:[-*+]\s+)?", "", rest).strip()
     dtypes = dtype_tokens(rest)
@@ -268,7 +268,7 @@ _BULLET_PARAM = re.compile(
 _DIRECTION = re.compile(r"计算输入|计算输出|输入|输出|入参|出参|属性")
 
 
-def _bullet_params(page: _Page, function: str, start: int, end: int) -> list[ParamRow]:
+def _bullet_params(page: ScanPage, function: str, start: int, end: int) -> list[ParamRow]:
     out: list[ParamRow] = []
     for i in range(start, end):
         if page.in_code[i]:
@@ -313,7 +313,7 @@ _NUMBERED = re.compile(r"^\d+[.、．)]\s*(.+)$")
 _CODE_CONT = re.compile(r"^\s*(?:\d+[.、．)]|[-*])\s*(.+)$")
 
 
-def _code_row(page: _Page, current: tuple[str, int | None] | None, cells: Sequence[str],
+def _code_row(page: ScanPage, current: tuple[str, int | None] | None, cells: Sequence[str],
               line: int) -> tuple[str, int | None]:
     """(name, code) of a return-code table row. A row with neither is a further condition of
     the row above: upstream rowspans are sometimes shorter than the rows they cover."""
@@ -331,7 +331,7 @@ def _condition(cells: Sequence[str]) -> str:
     return "" if re.fullmatch(r"\d{6}|ACLNN_\w+", last) else last
 
 
-def _return_codes(page: _Page, function: str, start: int, end: int) -> list[ReturnCodeRow]:
+def _return_codes(page: ScanPage, function: str, start: int, end: int) -> list[ReturnCodeRow]:
     out: list[ReturnCodeRow] = []
     current: tuple[str, int | None] | None = None
     for t in page.html_in(start, end):
@@ -388,7 +388,7 @@ _RANGE = re.compile(
 _IDENT = re.compile(r"`?([A-Za-z_][A-Za-z0-9_]*)`?")
 
 
-def _constraints(page: _Page) -> list[ConstraintLine]:
+def _constraints(page: ScanPage) -> list[ConstraintLine]:
     head = next((h for h in page.headings if "约束" in h.title and h.level <= 2), None)
     if head is None:
         return []
@@ -402,14 +402,14 @@ def _constraints(page: _Page) -> list[ConstraintLine]:
         indent = len(raw) - len(raw.lstrip())
         while stack and stack[-1][0] >= indent:
             stack.pop()
-        own = _terms(page, s, i)
+        own = page_terms(page, s, i)
         inherited = stack[-1][1] if stack else ()
         text = re.sub(r"^[-*]\s+|^\d+[.、]\s*", "", s)
         products = own or inherited
         if own and s.startswith(("-", "*", "<term>")):
             stack.append((indent, own))
         kind, value = "text", ""
-        plain = _TAGS.sub(" ", _TERM.sub("", text))
+        plain = _TAGS.sub(" ", TERM.sub("", text))
         if m := _RANK_MAX.search(plain):
             kind, value = "rank_max", m.group(1)
         elif m := _SIZE_MAX.search(plain):
@@ -436,7 +436,7 @@ def skip_reason(path: str, text: str) -> str | None:
     reason = _text_skip_reason(path, text)
     if reason is not None:
         return reason
-    return _page_skip_reason(_Page(text, Origin(path)), text)
+    return _page_skip_reason(ScanPage(text, Origin(path)), text)
 
 
 def _text_skip_reason(path: str, text: str) -> str | None:
@@ -448,12 +448,12 @@ def _text_skip_reason(path: str, text: str) -> str | None:
         return "return-code reference page, not a function"
     if _PLACEHOLDER in text[:2000]:
         return "placeholder: upstream is rewriting the page (it points to the hiascend.com docs)"
-    if not _DECLARED.search(text):
+    if not DECLARED.search(text):
         return "no aclnnXxxGetWorkspaceSize function (a single-phase helper, not a kernel)"
     return None
 
 
-def _page_skip_reason(page: _Page, text: str) -> str | None:
+def _page_skip_reason(page: ScanPage, text: str) -> str | None:
     """The reasons of :func:`skip_reason` that need the page's structure."""
     if not _function_headings(page, text):
         if re.search(r"^#{1,6}\s+`?aclnn\w+GetWorkspaceSize", text, re.M | re.I):
@@ -473,20 +473,20 @@ def page_or_skip(text: str, *, origin: Origin) -> tuple[str | None, AclnnPage | 
     reason = _text_skip_reason(origin.path, text)
     if reason is not None:
         return reason, None
-    page = _Page(text, origin)
+    page = ScanPage(text, origin)
     reason = _page_skip_reason(page, text)
     if reason is not None:
         return reason, None
     return None, _parse_page(page, text, origin)
 
 
-def _function_headings(page: _Page, text: str) -> list[tuple[_Heading, str]]:
+def _function_headings(page: ScanPage, text: str) -> list[tuple[Heading, str]]:
     """The section of each function's first phase: ``## aclnnXxxGetWorkspaceSize``; on pages
     whose headings drop the suffix, the first ``## aclnnXxx`` of a declared function."""
-    funcs = [(h, m.group(1)) for h in page.headings if (m := _FUNC_HEADING.match(h.title))]
+    funcs = [(h, m.group(1)) for h in page.headings if (m := FUNC_HEADING.match(h.title))]
     if funcs:
         return funcs
-    declared = {m.group(1) for m in _DECLARED.finditer(text)}
+    declared = {m.group(1) for m in DECLARED.finditer(text)}
     seen: set[str] = set()
     for h in page.headings:
         name = h.title.strip("`").strip()
@@ -498,10 +498,10 @@ def _function_headings(page: _Page, text: str) -> list[tuple[_Heading, str]]:
 
 def parse_page(text: str, *, origin: Origin) -> AclnnPage:
     """Rows of one aclnn page. Raises ScrapeError on a structure it does not know."""
-    return _parse_page(_Page(text, origin), text, origin)
+    return _parse_page(ScanPage(text, origin), text, origin)
 
 
-def _parse_page(page: _Page, text: str, origin: Origin) -> AclnnPage:
+def _parse_page(page: ScanPage, text: str, origin: Origin) -> AclnnPage:
     title = page.headings[0].title if page.headings else ""
     products = _products(page)
     funcs = _function_headings(page, text)
@@ -558,7 +558,7 @@ def _parse_page(page: _Page, text: str, origin: Origin) -> AclnnPage:
                 owner = (m.group("name"),)  # sub-bullets below a parameter are about it
             if "<term>" in s:
                 tail = s[s.rfind("</term>") + len("</term>"):] if "</term>" in s else ""
-                if not tail.strip(" ：:。") and _terms(page, s, i):
+                if not tail.strip(" ：:。") and page_terms(page, s, i):
                     # "- <term>…</term>：" alone: the lines indented below it are its clauses
                     block, lead = (indent, s.strip()), None
                     continue

@@ -111,7 +111,7 @@ class PageScan:
 
 # --------------------------------------------------------------------------- dtypes
 
-_DTYPE = re.compile(
+DTYPE = re.compile(
     r"(?<![A-Za-z0-9_])("
     r"HIFLOAT8|FLOAT8_E\dM\d(?:FN)?|FLOAT4_E\dM\d|FLOAT8_E8M0|B?FLOAT(?:16|32|64)?|BF16|FP16|FP32"
     r"|DOUBLE|U?INT(?:1|2|4|8|16|32|64)|BOOL|COMPLEX(?:32|64|128)|QINT8|QUINT8|QINT32"
@@ -124,7 +124,7 @@ _CANON = {"FLOAT32": "FLOAT", "FLOAT64": "DOUBLE", "BF16": "BFLOAT16", "FP16": "
 def dtype_tokens(text: str) -> tuple[str, ...]:
     """Data types named in a text, canonical (FLOAT32 → FLOAT, FLOAT64 → DOUBLE), in order."""
     out: list[str] = []
-    for m in _DTYPE.finditer(text):
+    for m in DTYPE.finditer(text):
         tok = _CANON.get(m.group(1), m.group(1))
         if tok not in out:
             out.append(tok)
@@ -204,27 +204,27 @@ def html_tables(text: str) -> list[HtmlTable]:
 # --------------------------------------------------------------------------- page model
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-_FUNC_HEADING = re.compile(r"^`?(aclnn\w+?)GetWorkspaceSize`?(?:\s*[（(].*)?$", re.I)
-_DECLARED = re.compile(r"(aclnn\w+?)GetWorkspaceSize\s*\(", re.I)
-_TERM = re.compile(r"<term>(.*?)</term>", re.S)
-_TERM_LOOSE = re.compile(r"</?term>")
-_SUPPORT = {"√": True, "✓": True, "✔": True, "Y": True, "×": False, "x": False, "✗": False,
+FUNC_HEADING = re.compile(r"^`?(aclnn\w+?)GetWorkspaceSize`?(?:\s*[（(].*)?$", re.I)
+DECLARED = re.compile(r"(aclnn\w+?)GetWorkspaceSize\s*\(", re.I)
+TERM = re.compile(r"<term>(.*?)</term>", re.S)
+TERM_LOOSE = re.compile(r"</?term>")
+SUPPORT_MARK = {"√": True, "✓": True, "✔": True, "Y": True, "×": False, "x": False, "✗": False,
             "✘": False, "X": False, "N": False}
 
 
 @dataclass(frozen=True)
-class _Heading:
+class Heading:
     level: int
     title: str
     index: int  # 0-based line index
 
 
-class _Page:
+class ScanPage:
     def __init__(self, text: str, origin: Origin) -> None:
         self.origin = origin
         self.lines = text.splitlines()
         self.in_code = [False] * len(self.lines)
-        self.headings: list[_Heading] = []
+        self.headings: list[Heading] = []
         fence: str | None = None
         for i, line in enumerate(self.lines):
             s = line.strip()
@@ -240,14 +240,14 @@ class _Page:
                 continue
             m = _HEADING.match(line)
             if m:
-                self.headings.append(_Heading(len(m.group(1)), m.group(2).strip(), i))
+                self.headings.append(Heading(len(m.group(1)), m.group(2).strip(), i))
         self.html = html_tables(text)
 
     def fail(self, message: str, index: int | None = None) -> ScrapeError:
         return ScrapeError(message, source=self.origin.path,
                            line=index + 1 if index is not None else None)
 
-    def section_end(self, h: _Heading) -> int:
+    def section_end(self, h: Heading) -> int:
         for other in self.headings:
             if other.index > h.index and other.level <= h.level:
                 return other.index
@@ -260,10 +260,10 @@ class _Page:
         return any(t.line <= index + 1 <= t.end_line for t in self.html)
 
 
-_PRODUCT_WORD = re.compile(r"Atlas|Atla |Ascend|昇腾|Kirin|A2|A3|910|950|310")
+PRODUCT_WORD = re.compile(r"Atlas|Atla |Ascend|昇腾|Kirin|A2|A3|910|950|310")
 
 
-def _aliases(page: _Page, name: str, index: int) -> tuple[str, ...]:
+def page_aliases(page: ScanPage, name: str, index: int) -> tuple[str, ...]:
     # markup slips seen upstream: "<term>term>Atlas …", a colon and the clause inside the term
     name = re.sub(r"^\s*term>", "", name).split("：")[0]
     aliases = product_aliases(name)
@@ -272,12 +272,12 @@ def _aliases(page: _Page, name: str, index: int) -> tuple[str, ...]:
     return aliases
 
 
-def _terms(page: _Page, text: str, index: int) -> tuple[str, ...]:
+def page_terms(page: ScanPage, text: str, index: int) -> tuple[str, ...]:
     out: list[str] = []
-    for m in _TERM.finditer(text):
-        if not _PRODUCT_WORD.search(m.group(1)):
+    for m in TERM.finditer(text):
+        if not PRODUCT_WORD.search(m.group(1)):
             continue  # <term> used as emphasis (约束类型, cubeMathType, a dtype list)
-        for a in _aliases(page, m.group(1), index):
+        for a in page_aliases(page, m.group(1), index):
             if a not in out:
                 out.append(a)
     return tuple(out)

@@ -56,12 +56,12 @@ from typing import Any
 from opcheck.core.errors import UsageError
 from opcheck.core.opname import OpName
 from opcheck.scrapers.opplugin_versions import (
-    _Ctx,
-    _expand_spec,
-    _minor,
-    _parse_all_version,
+    VersionCtx,
+    expand_spec,
     functions_paths,
+    minor_of,
     norm_torch,
+    parse_all_version,
     torch_from_path,
 )
 from opcheck.scrapers.rows import DeprecatedRow, KernelRow, Origin
@@ -196,7 +196,7 @@ def _collect_names(data: LineDict, custom_sections: Iterable[str] = ("custom",))
     return _Names(custom=custom, official=names("official"))
 
 
-def _aclnn(ctx: _Ctx, entry: LineDict, line: int) -> tuple[str | None, str | None]:
+def _aclnn(ctx: VersionCtx, entry: LineDict, line: int) -> tuple[str | None, str | None]:
     """(aclnn function from gen_opapi.exec, structured_inherit target)."""
     gen = entry.get("gen_opapi")
     if gen is None:
@@ -218,7 +218,7 @@ def _aclnn(ctx: _Ctx, entry: LineDict, line: int) -> tuple[str | None, str | Non
     return aclnn, inherit
 
 
-def _check_passive(ctx: _Ctx, entry: LineDict, all_versions: Sequence[str] | None) -> None:
+def _check_passive(ctx: VersionCtx, entry: LineDict, all_versions: Sequence[str] | None) -> None:
     """Shape-check keys that do not change rows, so a changed meaning is noticed."""
     for key in ("exposed", "expose", "internal_format_opapi"):
         if key in entry:
@@ -227,7 +227,7 @@ def _check_passive(ctx: _Ctx, entry: LineDict, all_versions: Sequence[str] | Non
                 continue
             if all_versions is None:
                 raise ctx.error(f"{key}: expected True/False, got {value!r}", line_of(entry, key))
-            _expand_spec(ctx, value, all_versions, line_of(entry, key), key)
+            expand_spec(ctx, value, all_versions, line_of(entry, key), key)
     for key in ("structured", "use_const_ref_for_mutable_tensors"):
         if key in entry and not isinstance(entry[key], bool):
             raise ctx.error(f"{key}: expected True/False, got {entry[key]!r}", line_of(entry, key))
@@ -304,7 +304,7 @@ def parse_functions(text: str, *, origin: Origin, torch: str | None = None) -> l
     ``torch`` (``2.1``): for a per-version file, the folder's version (else derived from
     ``origin.path``); for the two combined formats, keep only that version's rows (None: all).
     """
-    ctx = _Ctx(origin)
+    ctx = VersionCtx(origin)
     want = norm_torch(torch)
     data = load(text, origin)
     if data is None:
@@ -334,7 +334,7 @@ def parse_functions(text: str, *, origin: Origin, torch: str | None = None) -> l
                 None,
             )
     elif fmt == "combined":
-        all_versions = _parse_all_version(ctx, data)
+        all_versions = parse_all_version(ctx, data)
     rows = _parse_sections(ctx, data, fmt, all_versions, file_version)
     if want is not None:
         rows = [r for r in rows if r.torch == want]
@@ -353,7 +353,7 @@ class _Entry:
 
 
 def _parse_sections(
-    ctx: _Ctx,
+    ctx: VersionCtx,
     data: LineDict,
     fmt: str,
     all_versions: Sequence[str] | None,
@@ -428,7 +428,7 @@ def _parse_sections(
 
 
 def _list_entry(
-    ctx: _Ctx,
+    ctx: VersionCtx,
     section: str,
     entry: Any,
     line: int,
@@ -450,14 +450,14 @@ def _list_entry(
     if "func" not in entry or "version" not in entry:
         raise ctx.error(f"{section}: entry needs func: and version:", entry.line)
     assert all_versions is not None
-    versions = _expand_spec(
+    versions = expand_spec(
         ctx, entry["version"], all_versions, line_of(entry, "version"), "version"
     )
     base = base_name(ctx, entry["func"], entry.line)
     return _Entry(section, base, "", entry.line, {v: _Reg() for v in versions})
 
 
-def _regs_per_version(ctx: _Ctx, entry: LineDict, version: str) -> dict[str, _Reg]:
+def _regs_per_version(ctx: VersionCtx, entry: LineDict, version: str) -> dict[str, _Reg]:
     reg = _Reg()
     if "impl_ns" in entry:
         for t in split_impl_ns(ctx, entry["impl_ns"], line_of(entry, "impl_ns"), _IMPL_NS):
@@ -475,21 +475,21 @@ def _regs_per_version(ctx: _Ctx, entry: LineDict, version: str) -> dict[str, _Re
     return {version: reg}
 
 
-def _transitional_versions(ctx: _Ctx, value: Any, line: int) -> list[str]:
+def _transitional_versions(ctx: VersionCtx, value: Any, line: int) -> list[str]:
     if not isinstance(value, str):
         raise ctx.error(f"version: expected a comma list, got {value!r}", line)
     # "1,11" is 1.11: protect it before splitting on commas.
     tokens = [t.strip() for t in re.sub(r"\b1,11\b", "1.11", value).split(",")]
     out: list[str] = []
     for t in tokens:
-        v = _minor(t)
+        v = minor_of(t)
         if v is None:
             raise ctx.error(f"version: bad version {t!r} in {value!r}", line)
         out.append(v)
     return out
 
 
-def _regs_transitional(ctx: _Ctx, entry: LineDict) -> dict[str, _Reg]:
+def _regs_transitional(ctx: VersionCtx, entry: LineDict) -> dict[str, _Reg]:
     line = entry.line
     if "impl_ns" not in entry and "sparse" not in entry:
         raise ctx.error("entry without impl_ns: or sparse:", line)
@@ -511,7 +511,7 @@ def _regs_transitional(ctx: _Ctx, entry: LineDict) -> dict[str, _Reg]:
     return regs
 
 
-def _regs_combined(ctx: _Ctx, entry: LineDict, all_versions: Sequence[str]) -> dict[str, _Reg]:
+def _regs_combined(ctx: VersionCtx, entry: LineDict, all_versions: Sequence[str]) -> dict[str, _Reg]:
     line = entry.line
     if "version" in entry:
         raise ctx.error(
@@ -521,7 +521,7 @@ def _regs_combined(ctx: _Ctx, entry: LineDict, all_versions: Sequence[str]) -> d
     for key in ("acl_op", "op_api", "dvm", "sparse"):
         if key in entry:
             sel[key] = frozenset(
-                _expand_spec(ctx, entry[key], all_versions, line_of(entry, key), key)
+                expand_spec(ctx, entry[key], all_versions, line_of(entry, key), key)
             )
     if not sel:
         raise ctx.error("entry registers nothing (no acl_op/op_api/dvm/sparse)", line)
@@ -541,7 +541,7 @@ def _regs_combined(ctx: _Ctx, entry: LineDict, all_versions: Sequence[str]) -> d
 
 def parse_deprecated(text: str, *, origin: Origin) -> list[DeprecatedRow]:
     """``deprecated: [{name, replace?}]`` → rows for ``npu::`` ops (torch_npu custom ops)."""
-    ctx = _Ctx(origin)
+    ctx = VersionCtx(origin)
     data = expect_mapping(ctx, load(text, origin), "deprecated.yaml")
     for key in data:
         if key != "deprecated":

@@ -13,7 +13,7 @@ from opcheck.scrapers.rows import Origin
 from opcheck.scrapers.yamlines import LineDict, YamlCtx, line_of
 
 
-class _Ctx(YamlCtx):
+class VersionCtx(YamlCtx):
     """Error helper bound to one parsed file, with the spec cache of that file."""
 
     def __init__(self, origin: Origin) -> None:
@@ -30,7 +30,7 @@ _FOLDER = re.compile(r"(?:^|/)v(\d+)r(\d+)/")
 _VERSION_TOKEN = re.compile(r"^v?(\d+)\.(\d+)$")
 
 
-def _minor(token: str) -> str | None:
+def minor_of(token: str) -> str | None:
     m = _VERSION_TOKEN.match(token.strip())
     return f"{int(m[1])}.{int(m[2])}" if m else None
 
@@ -56,8 +56,8 @@ def norm_torch(torch: str | None) -> str | None:
     return f"{int(m[1])}.{int(m[2])}"
 
 
-def _expand_spec(
-    ctx: _Ctx, spec: Any, all_versions: Sequence[str], line: int, key: str
+def expand_spec(
+    ctx: VersionCtx, spec: Any, all_versions: Sequence[str], line: int, key: str
 ) -> list[str]:
     """Versions (``2.1``...) that a combined-format spec selects, in ``all_version`` order."""
     cache_key = (tuple(spec) if isinstance(spec, list) else spec, tuple(all_versions))
@@ -75,16 +75,16 @@ def _expand_spec(
 
 
 def _expand_spec_uncached(
-    ctx: _Ctx, spec: Any, all_versions: Sequence[str], line: int, key: str
+    ctx: VersionCtx, spec: Any, all_versions: Sequence[str], line: int, key: str
 ) -> list[str]:
     if isinstance(spec, str) and spec.strip() == "all_version":
         return list(all_versions)
     if isinstance(spec, list):
         if len(spec) != 2 or not all(isinstance(s, str) for s in spec):
             raise ctx.error(f"{key}: a range must be [vA.B, vC.D|newest], got {spec!r}", line)
-        lo = _minor(spec[0])
+        lo = minor_of(spec[0])
         hi_text = spec[1].strip()
-        hi = all_versions[-1] if hi_text == "newest" else _minor(hi_text)
+        hi = all_versions[-1] if hi_text == "newest" else minor_of(hi_text)
         if lo is None or hi is None:
             raise ctx.error(f"{key}: bad version range {spec!r}", line)
         for bound in (lo, hi):
@@ -96,7 +96,7 @@ def _expand_spec_uncached(
     if isinstance(spec, str):
         out: list[str] = []
         for token in spec.split(","):
-            v = _minor(token)
+            v = minor_of(token)
             if v is None:
                 raise ctx.error(f"{key}: bad version {token.strip()!r} in {spec!r}", line)
             if v not in all_versions:
@@ -107,14 +107,14 @@ def _expand_spec_uncached(
     raise ctx.error(f"{key}: expected a version spec, got {spec!r}", line)
 
 
-def _parse_all_version(ctx: _Ctx, data: LineDict) -> list[str]:
+def parse_all_version(ctx: VersionCtx, data: LineDict) -> list[str]:
     raw = data.get("all_version")
     line = line_of(data, "all_version")
     if not isinstance(raw, list) or not raw:
         raise ctx.error(f"all_version: expected a non-empty list, got {raw!r}", line)
     out: list[str] = []
     for token in raw:
-        v = _minor(str(token))
+        v = minor_of(str(token))
         if v is None:
             raise ctx.error(f"all_version: bad version {token!r}", line)
         out.append(v)
