@@ -155,6 +155,9 @@ MASK_NAMES = re.compile(r"^(encoder_attention_mask(_2)?|encoder_hidden_states_ma
                         r"text_embedding_mask(_t5)?)$")
 
 
+TEXT_LENGTH = re.compile(r"^max_text_seq_length$|^text_len$|^max_text_length$")
+
+
 class Facts:
     """What the inputs learnt from the model's own modules (:func:`_fit`): widths of the
     conditioning inputs, latent channels and layout."""
@@ -165,6 +168,10 @@ class Facts:
         self.chans = int(cfg.get("in_channels") or cfg.get("latent_channels") or 4)
         self.frames = _frames(model, cfg)
         self.frames_first = bool(self.frames) and _frames_first(model)
+        # a model whose positional embeddings cover a fixed text length takes that many tokens
+        lengths = [v for k, v in cfg.items() if TEXT_LENGTH.search(k) and isinstance(v, int)
+                   and not isinstance(v, bool) and v > 0]
+        self.tokens = lengths[0] if lengths else TOKENS
         self.packed = 0  # > 0: latents packed into tokens of this width (B, S, C)
         self.widths: dict[str, int] = {}
 
@@ -198,7 +205,7 @@ def _makers(cfg: dict[str, Any], facts: Facts) -> dict[str, Any]:
         "target_size": lambda: torch.tensor([[pixels, pixels]], dtype=torch.float32),
         "crop_coords": lambda: torch.tensor([[0, 0]], dtype=torch.float32),
         "img_ids": lambda: torch.zeros(tokens, rope_axes),
-        "txt_ids": lambda: torch.zeros(TOKENS, rope_axes),
+        "txt_ids": lambda: torch.zeros(facts.tokens, rope_axes),
     }
     if isinstance(ceoc, (list, tuple)) and cfg.get("conditioning_channels"):
         side = facts.size * 2 ** (len(ceoc) - 1)  # its conditioning embedding downsamples
@@ -208,11 +215,16 @@ def _makers(cfg: dict[str, Any], facts: Facts) -> dict[str, Any]:
         made["controlnet_cond"] = lambda: torch.randn(*latent())
     if any(v is True for k, v in cfg.items() if "guidance" in k):
         made["guidance"] = lambda: torch.tensor([3.5])
-    if cfg.get("addition_embed_type") == "text_time":  # SDXL-style micro-conditioning
+    # micro-conditioning: the image's resolution and aspect ratio (PixArt-style); SDXL-style
+    # UNets add pooled text embeddings and six size/crop ids
+    extra = {"resolution": lambda: torch.tensor([[pixels, pixels]], dtype=torch.float32),
+             "aspect_ratio": lambda: torch.tensor([[1.0]])}
+    if cfg.get("addition_embed_type") == "text_time":
         per = int(cfg.get("addition_time_embed_dim") or 256)
         text = int(cfg.get("projection_class_embeddings_input_dim") or 6 * per) - 6 * per
-        made["added_cond_kwargs"] = lambda: {"text_embeds": torch.randn(1, max(text, 1)),
-                                             "time_ids": torch.randn(1, 6)}
+        extra = {"text_embeds": lambda: torch.randn(1, max(text, 1)),
+                 "time_ids": lambda: torch.randn(1, 6)}
+    made["added_cond_kwargs"] = lambda: {k: f() for k, f in extra.items()}
     return made
 
 
@@ -231,10 +243,10 @@ def _inputs(model: Any, cfg: dict[str, Any], facts: Facts) -> dict[str, Any]:
             continue
         if TEXT_NAMES.match(pname):
             width = facts.widths.get(pname) or _text_width(cfg, pname)
-            shape = (1, width) if pname == "pooled_projections" else (1, TOKENS, width)
+            shape = (1, width) if pname == "pooled_projections" else (1, facts.tokens, width)
             kwargs[pname] = torch.randn(*shape)
         elif MASK_NAMES.match(pname):
-            kwargs[pname] = torch.ones(1, TOKENS, dtype=torch.long)
+            kwargs[pname] = torch.ones(1, facts.tokens, dtype=torch.long)
         elif pname in made and (required or pname not in ("controlnet_cond", "conditioning_scale")):
             kwargs[pname] = made[pname]()  # optional in the signature, yet pipelines pass them
         elif required:
