@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Callable
 from typing import Any
 
 from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
@@ -217,8 +218,9 @@ def _makers(cfg: dict[str, Any], facts: Facts) -> dict[str, Any]:
         made["guidance"] = lambda: torch.tensor([3.5])
     # micro-conditioning: the image's resolution and aspect ratio (PixArt-style); SDXL-style
     # UNets add pooled text embeddings and six size/crop ids
-    extra = {"resolution": lambda: torch.tensor([[pixels, pixels]], dtype=torch.float32),
-             "aspect_ratio": lambda: torch.tensor([[1.0]])}
+    extra: dict[str, Callable[[], Any]] = {
+        "resolution": lambda: torch.tensor([[pixels, pixels]], dtype=torch.float32),
+        "aspect_ratio": lambda: torch.tensor([[1.0]])}
     if cfg.get("addition_embed_type") == "text_time":
         per = int(cfg.get("addition_time_embed_dim") or 256)
         text = int(cfg.get("projection_class_embeddings_input_dim") or 6 * per) - 6 * per
@@ -293,7 +295,9 @@ def _misfit(model: Any, kwargs: dict[str, Any]) -> _Misfit | Exception | None:
             return
         t = args[0]
         ndim = {torch.nn.Conv1d: 3, torch.nn.Conv2d: 4, torch.nn.Conv3d: 5}.get(type(module))
-        if t.shape[want[0]] != want[1] or (ndim and t.dim() not in (ndim, ndim - 1)):
+        # image-layout latents straight into a Linear: the model takes them packed as tokens
+        packed = isinstance(module, torch.nn.Linear) and name in LATENT_NAMES and t.dim() >= 4
+        if t.shape[want[0]] != want[1] or (ndim and t.dim() not in (ndim, ndim - 1)) or packed:
             raise _Misfit(name, module, t)
         del ids[id(t)]  # read as it is: the rest of the forward may reuse it anywhere
 
