@@ -156,6 +156,8 @@ MASK_NAMES = re.compile(r"^(encoder_attention_mask(_2)?|encoder_hidden_states_ma
                         r"text_embedding_mask(_t5)?)$")
 
 
+CHANNEL_KEYS = ("in_channels", "input_channels", "in_chans", "audio_channels", "latent_channels")
+SAMPLES = 4096  # a 1-D signal's length: a multiple of every hop (product of strides) in use
 TEXT_LENGTH = re.compile(r"^max_text_seq_length$|^text_len$|^max_text_length$")
 
 
@@ -166,7 +168,8 @@ class Facts:
     def __init__(self, model: Any, cfg: dict[str, Any]) -> None:
         size = cfg.get("sample_size") or LATENT
         self.size = min(int(size[0] if isinstance(size, (list, tuple)) else size), LATENT)
-        self.chans = int(cfg.get("in_channels") or cfg.get("latent_channels") or 4)
+        self.chans = int(next((cfg[k] for k in CHANNEL_KEYS if cfg.get(k)), 4))
+        self.samples = 0  # > 0: latents are 1-D signals (B, C, samples): the model reads Conv1d
         self.frames = _frames(model, cfg)
         self.frames_first = bool(self.frames) and _frames_first(model)
         # a model whose positional embeddings cover a fixed text length takes that many tokens
@@ -177,6 +180,8 @@ class Facts:
         self.widths: dict[str, int] = {}
 
     def latent(self) -> tuple[int, ...]:
+        if self.samples:
+            return (1, self.chans, self.samples)
         if self.packed:
             return (1, (self.size // 2) ** 2, self.packed)
         if not self.frames:
@@ -327,6 +332,14 @@ def _refit(facts: Facts, found: _Misfit) -> bool:
         return False
     if isinstance(found.module, torch.nn.Linear) and not facts.packed:
         facts.packed = width  # latents packed into patch tokens before the first projection
+        return True
+    spatial = {torch.nn.Conv1d: 1, torch.nn.Conv2d: 2, torch.nn.Conv3d: 3}.get(type(found.module))
+    if spatial == 1 and not facts.samples:
+        facts.samples, facts.chans, facts.frames = SAMPLES, width, 0
+        return True
+    if spatial == 2 and facts.frames and found.got.dim() == 5:  # an image model after all
+        facts.frames = 0
+        facts.chans = width
         return True
     if dim == 1 and facts.frames and not facts.frames_first and found.got.shape[2] == width:
         facts.frames_first = True

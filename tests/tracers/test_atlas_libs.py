@@ -51,6 +51,25 @@ def test_text_width_and_packed_latents_come_from_the_modules_that_read_them(real
         _runs(model, kwargs)
 
 
+class Waveform(diffusers.ModelMixin, diffusers.ConfigMixin):  # type: ignore[misc]
+    """An audio autoencoder: its first module is a Conv1d over (B, channels, samples)."""
+
+    @diffusers.configuration_utils.register_to_config  # type: ignore[untyped-decorator]
+    def __init__(self, audio_channels: int = 2, latent_channels: int = 8) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv1d(audio_channels, latent_channels, 4, stride=4)
+
+    def forward(self, sample: Any, return_dict: bool = True) -> Any:
+        return self.conv(sample)
+
+
+def test_a_model_reading_its_latents_with_a_conv1d_gets_a_signal() -> None:
+    model = Waveform()
+    kwargs = atlas_diffusers.make_inputs(model, real=True)
+    assert tuple(kwargs["sample"].shape) == (1, 2, atlas_diffusers.SAMPLES)
+    _runs(model, kwargs)
+
+
 def test_frame_by_frame_video_latents_are_frames_first_and_text_as_long_as_its_positions(
         ) -> None:
     from diffusers import CogVideoXTransformer3DModel
