@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
