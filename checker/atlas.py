@@ -372,6 +372,7 @@ def run_atlas(cat: Catalog, store: AtlasStore, archs: Sequence[Architecture],
     result = AtlasResult(releases=[r.torch_npu for g in groups for r in g.releases], rows=[])
     result.releases.sort(key=lambda r: cat.release(r).sort_key)
     todo: list[Architecture] = []
+    current: set[tuple[str, str]] = set()
     done = 0
 
     def finish(a: Architecture, tkey: str, traced: CachedTrace, fresh: bool) -> None:
@@ -413,18 +414,15 @@ def run_atlas(cat: Catalog, store: AtlasStore, archs: Sequence[Architecture],
             done += 1
         elif st is not None and st.trace_key == tkey and st.check_key == ckey:
             result.current += 1
+            current.add((a.library, a.name))
             done += 1
         elif (cached := store.trace(tkey)) is not None:
             result.rechecked += 1
             finish(a, tkey, cached, fresh=False)
         else:
             todo.append(a)
-    if result.current:
-        kept = store.rows(sorted(versions))
-        names = {(a.library, a.name) for a in archs}
-        result.rows.extend(r for r in kept if (r.library, r.architecture) in names
-                           and r.train == settings.train and r.product == settings.product
-                           and not any(r is x for x in result.rows))
+    if current:
+        _keep_current(result, store.rows(sorted(versions)), current, settings)
     if todo:
         say(f"tracing {len(todo)} of {len(archs)} architecture(s)")
         run = tracer or local_tracer(settings.jobs, settings.train, settings.timeout,
@@ -435,6 +433,21 @@ def run_atlas(cat: Catalog, store: AtlasStore, archs: Sequence[Architecture],
     result.rows.sort(key=lambda r: (r.library, r.architecture, cat_order(cat, r.first_release)))
     result.seconds = time.monotonic() - start
     return result
+
+
+def _keep_current(result: AtlasResult, stored: Iterable[CoverageRec],
+                  current: set[tuple[str, str]], settings: Settings) -> None:
+    """The stored rows of the architectures nothing changed for, counted as they stand: a
+    failure still current is a failure of this run too (its exit code and summary say so)."""
+    for r in stored:
+        if ((r.library, r.architecture) not in current or r.train != settings.train
+                or r.product != settings.product):
+            continue
+        result.rows.append(r)
+        if r.verdict == ERROR:
+            result.failed.append(f"{r.library}/{r.architecture}: {r.error}")
+        elif r.verdict == SKIPPED:
+            result.skipped.append(f"{r.library}/{r.architecture}: {r.error}")
 
 
 def traced_label(library: str, train: bool) -> str:

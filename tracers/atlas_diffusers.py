@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Callable
 from typing import Any
 
 from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
@@ -118,30 +119,127 @@ def _frames(model: Any, cfg: dict[str, Any]) -> int:
     return 5 if _task(type(model).__name__) == "vae" else 4
 
 
-def make_inputs(model: Any, *, real: bool) -> dict[str, Any]:
+def _frames_first(model: Any) -> bool:
+    """Video latents laid out ``(B, T, C, H, W)``: a video transformer whose patch embedding is
+    a Conv2d applied frame by frame (CogVideoX-style), not a Conv3d over ``(B, C, T, H, W)``."""
     import torch
 
-    cfg = dict(model.config)
-    params = inspect.signature(model.forward).parameters
-    chans = int(cfg.get("in_channels") or cfg.get("latent_channels") or 4)
-    size = cfg.get("sample_size") or LATENT
-    size = min(int(size[0] if isinstance(size, (list, tuple)) else size), LATENT)
-    frames = _frames(model, cfg)
-    latent = (1, chans, frames, size, size) if frames else (1, chans, size, size)
-    ctx = int(cfg.get("cross_attention_dim") or cfg.get("joint_attention_dim")
-              or cfg.get("caption_channels") or cfg.get("text_embed_dim") or 64)  # fmt: skip
-    if isinstance(cfg.get("cross_attention_dim"), (list, tuple)):
-        ctx = int(cfg["cross_attention_dim"][0])
-    makers = {
-        "sample": lambda: torch.randn(*latent),
-        "hidden_states": lambda: torch.randn(*latent),
-        "x": lambda: torch.randn(*latent),
+    if _task(type(model).__name__) != "diffusion-transformer":
+        return False
+    convs = [m for m in model.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Conv3d))]
+    return bool(convs) and isinstance(convs[0], torch.nn.Conv2d)
+
+
+def _text_width(cfg: dict[str, Any], pname: str) -> int:
+    """The last width of a conditioning input: the config key named like the parameter
+    (``pooled_projections`` -> ``pooled_projection_dim``, ``encoder_hidden_states_t5`` ->
+    ``*_dim_t5``), else the width the model projects text from (``caption_channels``,
+    ``joint_attention_dim``, ...) before the width it attends with (``cross_attention_dim``)."""
+    stem = pname.removesuffix("s")
+    tail = pname.rsplit("_", 1)[-1] if pname.startswith("encoder_hidden_states_") else ""
+    named = [f"{pname}_dim", f"{stem}_dim"] + [k for k in cfg if tail and "dim" in k
+                                                and k.endswith(f"_{tail}")]
+    for key in (*named, *TEXT_WIDTH_KEYS):
+        v = cfg.get(key)
+        if isinstance(v, (list, tuple)) and v:
+            v = v[0]
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return 64
+
+
+TEXT_WIDTH_KEYS = ("caption_channels", "joint_attention_dim", "text_embed_dim", "encoder_hid_dim",
+                   "text_dim", "cross_attention_dim")
+LATENT_NAMES = ("sample", "hidden_states", "x", "latents", "z")
+TEXT_NAMES = re.compile(r"^(encoder_hidden_states(_t5|_2)?|pooled_projections|cap_feats)$")
+MASK_NAMES = re.compile(r"^(encoder_attention_mask(_2)?|encoder_hidden_states_mask|"
+                        r"text_embedding_mask(_t5)?)$")
+
+
+CHANNEL_KEYS = ("in_channels", "input_channels", "in_chans", "audio_channels", "latent_channels")
+SAMPLES = 4096  # a 1-D signal's length: a multiple of every hop (product of strides) in use
+TEXT_LENGTH = re.compile(r"^max_text_seq_length$|^text_len$|^max_text_length$")
+
+
+class Facts:
+    """What the inputs learnt from the model's own modules (:func:`_fit`): widths of the
+    conditioning inputs, latent channels and layout."""
+
+    def __init__(self, model: Any, cfg: dict[str, Any]) -> None:
+        size = cfg.get("sample_size") or LATENT
+        self.size = min(int(size[0] if isinstance(size, (list, tuple)) else size), LATENT)
+        self.chans = int(next((cfg[k] for k in CHANNEL_KEYS if cfg.get(k)), 4))
+        self.samples = 0  # > 0: latents are 1-D signals (B, C, samples): the model reads Conv1d
+        self.frames = _frames(model, cfg)
+        self.frames_first = bool(self.frames) and _frames_first(model)
+        # a model whose positional embeddings cover a fixed text length takes that many tokens
+        lengths = [v for k, v in cfg.items() if TEXT_LENGTH.search(k) and isinstance(v, int)
+                   and not isinstance(v, bool) and v > 0]
+        self.tokens = lengths[0] if lengths else TOKENS
+        self.packed = 0  # > 0: latents packed into tokens of this width (B, S, C)
+        self.widths: dict[str, int] = {}
+
+    def latent(self) -> tuple[int, ...]:
+        if self.samples:
+            return (1, self.chans, self.samples)
+        if self.packed:
+            return (1, (self.size // 2) ** 2, self.packed)
+        if not self.frames:
+            return (1, self.chans, self.size, self.size)
+        if self.frames_first:
+            return (1, self.frames, self.chans, self.size, self.size)
+        return (1, self.chans, self.frames, self.size, self.size)
+
+
+def _makers(cfg: dict[str, Any], facts: Facts) -> dict[str, Any]:
+    """Inputs by forward parameter name, the way diffusers' pipelines make them."""
+    import torch
+
+    latent = facts.latent
+    tokens = latent()[1] if facts.packed else (facts.size // 2) ** 2
+    rope_axes = len(cfg.get("axes_dims_rope") or (0, 0, 0))
+    pixels = facts.size * 8  # the VAE's usual scale: a resolution condition in pixels
+    ceoc = cfg.get("conditioning_embedding_out_channels")
+    made: dict[str, Any] = {
+        **{n: lambda: torch.randn(*latent()) for n in LATENT_NAMES},
         "timestep": lambda: torch.tensor([10]),
         "timesteps": lambda: torch.tensor([10]),
-        "encoder_hidden_states": lambda: torch.randn(1, TOKENS, ctx),
+        "t": lambda: torch.tensor([10]),
         "class_labels": lambda: torch.tensor([1]),
-        "pooled_projections": lambda: torch.randn(1, int(cfg.get("pooled_projection_dim") or ctx)),
+        "conditioning_scale": lambda: 1.0,
+        "original_size": lambda: torch.tensor([[pixels, pixels]], dtype=torch.float32),
+        "target_size": lambda: torch.tensor([[pixels, pixels]], dtype=torch.float32),
+        "crop_coords": lambda: torch.tensor([[0, 0]], dtype=torch.float32),
+        "img_ids": lambda: torch.zeros(tokens, rope_axes),
+        "txt_ids": lambda: torch.zeros(facts.tokens, rope_axes),
     }
+    if isinstance(ceoc, (list, tuple)) and cfg.get("conditioning_channels"):
+        side = facts.size * 2 ** (len(ceoc) - 1)  # its conditioning embedding downsamples
+        made["controlnet_cond"] = lambda: torch.randn(1, int(cfg["conditioning_channels"]),
+                                                      side, side)
+    else:  # a latent-space ControlNet: the condition is laid out as the latents
+        made["controlnet_cond"] = lambda: torch.randn(*latent())
+    if any(v is True for k, v in cfg.items() if "guidance" in k):
+        made["guidance"] = lambda: torch.tensor([3.5])
+    # micro-conditioning: the image's resolution and aspect ratio (PixArt-style); SDXL-style
+    # UNets add pooled text embeddings and six size/crop ids
+    extra: dict[str, Callable[[], Any]] = {
+        "resolution": lambda: torch.tensor([[pixels, pixels]], dtype=torch.float32),
+        "aspect_ratio": lambda: torch.tensor([[1.0]])}
+    if cfg.get("addition_embed_type") == "text_time":
+        per = int(cfg.get("addition_time_embed_dim") or 256)
+        text = int(cfg.get("projection_class_embeddings_input_dim") or 6 * per) - 6 * per
+        extra = {"text_embeds": lambda: torch.randn(1, max(text, 1)),
+                 "time_ids": lambda: torch.randn(1, 6)}
+    made["added_cond_kwargs"] = lambda: {k: f() for k, f in extra.items()}
+    return made
+
+
+def _inputs(model: Any, cfg: dict[str, Any], facts: Facts) -> dict[str, Any]:
+    import torch
+
+    params = inspect.signature(model.forward).parameters
+    made = _makers(cfg, facts)
     kwargs: dict[str, Any] = {}
     missing = []
     for pname, p in params.items():
@@ -150,15 +248,148 @@ def make_inputs(model: Any, *, real: bool) -> dict[str, Any]:
         required = p.default is inspect.Parameter.empty
         if pname == "class_labels" and not _class_conditioned(cfg):
             continue
-        if pname in makers:  # optional in the signature, yet every pipeline passes them
-            kwargs[pname] = makers[pname]()
+        if TEXT_NAMES.match(pname):
+            width = facts.widths.get(pname) or _text_width(cfg, pname)
+            shape = (1, width) if pname == "pooled_projections" else (1, facts.tokens, width)
+            kwargs[pname] = torch.randn(*shape)
+        elif MASK_NAMES.match(pname):
+            kwargs[pname] = torch.ones(1, facts.tokens, dtype=torch.long)
+        elif pname in made and (required or pname not in ("controlnet_cond", "conditioning_scale")):
+            kwargs[pname] = made[pname]()  # optional in the signature, yet pipelines pass them
         elif required:
             missing.append(pname)
     if missing:
         raise ModelSkip(f"{type(model).__name__}: needs inputs a pipeline makes "
                         f"({', '.join(missing)}), not made from the config alone")  # fmt: skip
-    if not real:
-        kwargs = {k: v.to("meta") for k, v in kwargs.items()}
-    if "return_dict" in params:
+    return kwargs
+
+
+class _Misfit(Exception):
+    def __init__(self, name: str, module: Any, got: Any) -> None:
+        super().__init__(name)
+        self.name, self.module, self.got = name, module, got
+
+
+def _expects(module: Any) -> tuple[int, int] | None:
+    """(dim, width) a module reads from its first input: a Linear or a norm its last dim, a
+    convolution dim 1."""
+    import torch
+
+    if isinstance(module, torch.nn.Linear):
+        return -1, int(module.in_features)
+    if isinstance(module, (torch.nn.LayerNorm, torch.nn.RMSNorm)) and module.normalized_shape:
+        return -1, int(module.normalized_shape[-1])
+    if isinstance(module, (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)):
+        return 1, int(module.in_channels)
+    return None
+
+
+def _misfit(model: Any, kwargs: dict[str, Any]) -> _Misfit | Exception | None:
+    """Run the forward once and stop at the first module that receives one of ``kwargs``'
+    tensors with another width than it reads (None: the forward ran; another exception: it
+    failed elsewhere)."""
+    import torch
+
+    ids = {id(v): k for k, v in kwargs.items() if isinstance(v, torch.Tensor) and v.dim() >= 2
+           and (k in LATENT_NAMES or TEXT_NAMES.match(k))}
+
+    def hook(module: Any, args: tuple[Any, ...]) -> None:
+        name = ids.get(id(args[0])) if args else None
+        want = _expects(module) if name else None
+        if name is None or want is None:
+            return
+        t = args[0]
+        ndim = {torch.nn.Conv1d: 3, torch.nn.Conv2d: 4, torch.nn.Conv3d: 5}.get(type(module))
+        # image-layout latents straight into a Linear: the model takes them packed as tokens
+        packed = isinstance(module, torch.nn.Linear) and name in LATENT_NAMES and t.dim() >= 4
+        if t.shape[want[0]] != want[1] or (ndim and t.dim() not in (ndim, ndim - 1)) or packed:
+            raise _Misfit(name, module, t)
+        del ids[id(t)]  # read as it is: the rest of the forward may reuse it anywhere
+
+    handles = [m.register_forward_pre_hook(hook) for m in model.modules()]
+    try:
+        with torch.no_grad():
+            model(**kwargs)
+    except _Misfit as found:
+        return found
+    except Exception as exc:
+        return exc
+    finally:
+        for h in handles:
+            h.remove()
+    return None
+
+
+def _refit(facts: Facts, found: _Misfit) -> bool:
+    """Learn from a misfit what the input should have been; False: nothing to learn."""
+    import torch
+
+    dim, width = _expects(found.module) or (0, 0)
+    if TEXT_NAMES.match(found.name) and dim == -1 and facts.widths.get(found.name) != width:
+        facts.widths[found.name] = width
+        return True
+    if found.name not in LATENT_NAMES:
+        return False
+    if isinstance(found.module, torch.nn.Linear) and not facts.packed:
+        facts.packed = width  # latents packed into patch tokens before the first projection
+        return True
+    spatial = {torch.nn.Conv1d: 1, torch.nn.Conv2d: 2, torch.nn.Conv3d: 3}.get(type(found.module))
+    if spatial == 1 and not facts.samples:
+        facts.samples, facts.chans, facts.frames = SAMPLES, width, 0
+        return True
+    if spatial == 2 and facts.frames and found.got.dim() == 5:  # an image model after all
+        facts.frames = 0
+        facts.chans = width
+        return True
+    if dim == 1 and facts.frames and not facts.frames_first and found.got.shape[2] == width:
+        facts.frames_first = True
+        return True
+    if dim == 1 and facts.chans != width:
+        facts.chans = width
+        return True
+    return False
+
+
+def make_inputs(model: Any, *, real: bool) -> dict[str, Any]:
+    """The forward's inputs made from the config, then fitted to the modules that read them
+    (up to :data:`FITS` meta forwards): the width a conditioning input is projected from, the
+    latents' channels, layout and packing."""
+    cfg = dict(model.config)
+    facts = Facts(model, cfg)
+    kwargs = _inputs(model, cfg, facts)
+    tried_layouts = False
+    for _ in range(FITS):
+        found = _misfit(model, _placed(kwargs, real))
+        if found is None:
+            break
+        if isinstance(found, _Misfit):
+            if not _refit(facts, found):
+                break
+        elif facts.frames and not tried_layouts:
+            # the other video layout once; kept only when the forward then runs
+            tried_layouts = True
+            facts.frames_first = not facts.frames_first
+            other = _inputs(model, cfg, facts)
+            if _misfit(model, _placed(other, real)) is None:
+                kwargs = other
+                break
+            facts.frames_first = not facts.frames_first
+            break
+        else:
+            break
+        kwargs = _inputs(model, cfg, facts)
+    kwargs = _placed(kwargs, real)
+    if "return_dict" in inspect.signature(model.forward).parameters:
         kwargs["return_dict"] = False
     return kwargs
+
+
+FITS = 4
+
+
+def _placed(kwargs: dict[str, Any], real: bool) -> dict[str, Any]:
+    """On the meta device for the fake-tensor trace (nested dicts too)."""
+    if real:
+        return kwargs
+    return {k: _placed(v, real) if isinstance(v, dict)
+            else v.to("meta") if hasattr(v, "to") else v for k, v in kwargs.items()}

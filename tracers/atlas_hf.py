@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from opcheck.tracers import atlas_hf_config
+from opcheck.tracers import atlas_hf_config, atlas_tvops
 from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
 from opcheck.tracers.atlas_inputs import (
     fit_image_tokens,
@@ -22,6 +22,11 @@ from opcheck.tracers.atlas_inputs import (
     series_maker,
     watch_towers,
 )
+
+# Models built on timm (DETR's backbones, TimmWrapper, Gemma3n's vision tower, ...): timm and
+# torchvision live in the atlas's own site folder; transformers decides which of its classes are
+# usable when it is imported, so the folder goes on the path before that.
+atlas_tvops.enable()
 
 SEQ = 8  # text length: enough for every op a longer sequence sends
 # Heads in order of preference (the most representative use of a model type) and the task the

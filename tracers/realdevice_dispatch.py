@@ -299,6 +299,8 @@ def _torch_dispatch(
         raw = op(*plain, **plain_kwargs) if plain_kwargs else op(*plain)
     except BaseException as exc:
         raw = None if mutable else cpu_dtype_gap(op, plain, plain_kwargs, exc)
+        if raw is None and not mutable:
+            raw = scalar_operands(func, plain, plain_kwargs, exc)
         if raw is None:
             if rec is not None and on_device:
                 _record(rec, func, args, kwargs)  # the op the script failed in is still listed
@@ -411,5 +413,30 @@ def cpu_dtype_gap(op: Any, args: Any, kwargs: Any, exc: BaseException) -> Any:
 
     try:
         return back(op(*widen(args), **{k: widen(v) for k, v in kwargs.items()}))
+    except Exception:
+        return None
+
+
+def scalar_operands(func: Any, args: Any, kwargs: Any, exc: BaseException) -> Any:
+    """``func`` rerun with the Python numbers it was handed where its schema takes a Tensor
+    made 0-dim tensors: a composite kernel's wrapped scalar (``remainder.Scalar`` calling
+    ``remainder.Tensor`` for ``idx % n``) reaches Python dispatch as a plain number, which the
+    op's own binding then refuses. None when ``exc`` is not that refusal (or the rerun fails)."""
+    import torch
+
+    if not isinstance(exc, RuntimeError) or "Expected a value of type 'Tensor'" not in str(exc):
+        return None
+    schema = {a.name: a for a in func._schema.arguments}
+    names = list(schema)
+
+    def tensor(name: str | None, x: Any) -> Any:
+        arg = schema.get(name) if name else None
+        if arg is not None and isinstance(x, (bool, int, float)) and str(arg.type) == "Tensor":
+            return torch.tensor(x)
+        return x
+
+    fixed = [tensor(names[i] if i < len(names) else None, x) for i, x in enumerate(args)]
+    try:
+        return func(*fixed, **{k: tensor(k, v) for k, v in kwargs.items()})
     except Exception:
         return None

@@ -114,6 +114,23 @@ def test_a_rerun_with_nothing_changed_traces_and_checks_nothing(small: Catalog,
     assert sorted(map(repr, second.rows)) == sorted(map(repr, first.rows))
 
 
+def test_a_rerun_with_nothing_changed_counts_the_stored_failures_and_skips(
+        small: Catalog, tmp_path: Path) -> None:
+    store = AtlasStore(tmp_path / "atlas.sqlite")
+    archs = [_arch("a"), _arch("broken"), _arch("gone")]
+    lists: dict[str, Sequence[str] | str] = {"a": OPS, "broken": "TraceError: x"}
+    first = atlas.run_atlas(small, store, archs[:2], atlas.Settings(), tracer=FakeTracer(lists))
+    second = atlas.run_atlas(small, store, archs[:2], atlas.Settings(), tracer=FakeTracer({}))
+    assert second.current == 2 and second.traced == 0
+    assert second.failed == first.failed == ["zoo/broken: TraceError: x"]
+    # each stored row once, even beside an architecture traced in the same run
+    third = atlas.run_atlas(small, store, archs, atlas.Settings(),
+                            tracer=FakeTracer({"gone": "TraceError: y"}))
+    assert third.current == 2 and third.traced == 1
+    assert sorted(third.failed) == ["zoo/broken: TraceError: x", "zoo/gone: TraceError: y"]
+    assert len(third.rows) == len(first.rows) + 1
+
+
 def test_a_catalog_change_rechecks_from_the_cached_trace(small: Catalog, tmp_path: Path,
                                                          bundled_catalog: Path) -> None:
     store = AtlasStore(tmp_path / "atlas.sqlite")
@@ -266,3 +283,16 @@ def test_cli_traces_zoo_models_and_a_rerun_is_quick(cli, tmp_path: Path,  # type
     res = cli("atlas", "zoo", "--only", "lstm,conv_classifier", "-f", "csv", *store)
     assert res.exit_code == 0 and time.monotonic() - start < 30
     assert res.stdout.count("\nzoo,") == len(doc["rows"])
+
+
+def test_cli_rerun_with_nothing_changed_exits_1_while_failures_stand(  # type: ignore[no-untyped-def]
+        cli, tmp_path: Path, small_catalog_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tracer = FakeTracer({"lstm": "TraceError: x", "conv_classifier": OPS})
+    monkeypatch.setattr(atlas, "local_tracer", lambda *_a, **_k: tracer)
+    args = ["atlas", "zoo", "--only", "lstm,conv_classifier", "-f", "json", "--store",
+            str(tmp_path / "a.sqlite"), "--catalog", str(small_catalog_path)]
+    first, again = cli(*args), cli(*args)
+    assert sorted(tracer.asked) == ["conv_classifier", "lstm"]  # the second run traced nothing
+    assert first.exit_code == again.exit_code == 1, again.output
+    assert json.loads(again.stdout)["failed"] == ["zoo/lstm: TraceError: x"]
+    assert "2 unchanged, 0 skipped, 1 failed" in again.stderr

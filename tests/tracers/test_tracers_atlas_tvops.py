@@ -57,3 +57,24 @@ def test_this_process_does_not_see_the_atlas_folder() -> None:
     if atlas_tvops.shimmed():
         assert importlib.util.find_spec("torchvision") is None
     assert atlas_tvops.installed("nope") is False
+
+
+HF_CHILD = r"""
+import json
+from opcheck.tracers import atlas_build, atlas_hf  # noqa: F401 (puts the atlas folder on the path)
+from transformers.utils import is_timm_available
+model, args, kwargs = atlas_build.build("transformers", "timm_wrapper")
+print(json.dumps({"timm": is_timm_available(), "model": type(model).__name__, "inputs": sorted(kwargs)}))
+"""
+
+
+def test_a_transformers_trace_sees_the_atlas_folders_timm() -> None:
+    pytest.importorskip("transformers")
+    if not atlas_tvops.installed("timm") or not atlas_tvops.shimmed():
+        pytest.skip("timm is not in the atlas's own folder (make install)")
+    done = subprocess.run([sys.executable, "-c", HF_CHILD], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads(done.stdout.strip().splitlines()[-1])
+    assert doc["timm"] is True
+    assert doc["model"] == "TimmWrapperForImageClassification" and "pixel_values" in doc["inputs"]

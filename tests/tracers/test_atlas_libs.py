@@ -1,0 +1,124 @@
+"""The atlas's library conventions on tiny configs (issue 36, session 11): diffusers inputs
+fitted to the modules that read them, pipeline-made inputs from parameter names and config, and
+the real-data recorder on an op a composite kernel hands a wrapped scalar."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.torch
+torch = pytest.importorskip("torch")
+diffusers = pytest.importorskip("diffusers")
+
+from opcheck.tracers import atlas_diffusers  # noqa: E402
+
+
+def _runs(model: Any, kwargs: dict[str, Any]) -> None:
+    with torch.no_grad():
+        model(**kwargs)
+
+
+class TextFrom24(diffusers.ModelMixin, diffusers.ConfigMixin):  # type: ignore[misc]
+    """Projects text from a width its config names in no key the atlas knows, latents packed
+    into tokens before the first projection."""
+
+    @diffusers.configuration_utils.register_to_config  # type: ignore[untyped-decorator]
+    def __init__(self, in_channels: int = 4, cross_attention_dim: int = 16,
+                 context_width: int = 24) -> None:
+        super().__init__()
+        self.context = torch.nn.Linear(context_width, cross_attention_dim)
+        self.x_embedder = torch.nn.Linear(in_channels * 4, cross_attention_dim)
+
+    def forward(self, hidden_states: Any, encoder_hidden_states: Any, timestep: Any,
+                return_dict: bool = True) -> Any:
+        ctx = self.context(encoder_hidden_states)
+        x = self.x_embedder(hidden_states)
+        return (x @ ctx.transpose(1, 2)).sum() + timestep
+
+
+@pytest.mark.parametrize("real", [False, True])
+def test_text_width_and_packed_latents_come_from_the_modules_that_read_them(real: bool) -> None:
+    model = TextFrom24() if real else TextFrom24().to("meta")
+    kwargs = atlas_diffusers.make_inputs(model, real=real)
+    assert kwargs["encoder_hidden_states"].shape[-1] == 24  # not cross_attention_dim's 16
+    assert kwargs["hidden_states"].dim() == 3 and kwargs["hidden_states"].shape[-1] == 16
+    assert kwargs["hidden_states"].is_meta is not real
+    if real:
+        _runs(model, kwargs)
+
+
+class Waveform(diffusers.ModelMixin, diffusers.ConfigMixin):  # type: ignore[misc]
+    """An audio autoencoder: its first module is a Conv1d over (B, channels, samples)."""
+
+    @diffusers.configuration_utils.register_to_config  # type: ignore[untyped-decorator]
+    def __init__(self, audio_channels: int = 2, latent_channels: int = 8) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv1d(audio_channels, latent_channels, 4, stride=4)
+
+    def forward(self, sample: Any, return_dict: bool = True) -> Any:
+        return self.conv(sample)
+
+
+def test_a_model_reading_its_latents_with_a_conv1d_gets_a_signal() -> None:
+    model = Waveform()
+    kwargs = atlas_diffusers.make_inputs(model, real=True)
+    assert tuple(kwargs["sample"].shape) == (1, 2, atlas_diffusers.SAMPLES)
+    _runs(model, kwargs)
+
+
+def test_frame_by_frame_video_latents_are_frames_first_and_text_as_long_as_its_positions(
+        ) -> None:
+    from diffusers import CogVideoXTransformer3DModel
+
+    model = CogVideoXTransformer3DModel(
+        num_attention_heads=2, attention_head_dim=8, in_channels=4, out_channels=4, num_layers=1,
+        sample_width=8, sample_height=8, sample_frames=5, text_embed_dim=12, time_embed_dim=8,
+        max_text_seq_length=6, patch_size=2, temporal_compression_ratio=4)
+    kwargs = atlas_diffusers.make_inputs(model, real=True)
+    frames, chans = kwargs["hidden_states"].shape[1:3]
+    assert chans == 4 and frames > 1  # (B, T, C, H, W): its patch embedding is a Conv2d
+    assert tuple(kwargs["encoder_hidden_states"].shape) == (1, 6, 12)
+    _runs(model, kwargs)
+
+
+def test_an_sdxl_style_unet_gets_its_micro_conditioning() -> None:
+    from diffusers import UNet2DConditionModel
+
+    model = UNet2DConditionModel(
+        sample_size=8, block_out_channels=(8, 16), layers_per_block=1, norm_num_groups=4,
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), cross_attention_dim=16,
+        attention_head_dim=2, addition_embed_type="text_time", addition_time_embed_dim=4,
+        projection_class_embeddings_input_dim=6 * 4 + 12)
+    kwargs = atlas_diffusers.make_inputs(model, real=True)
+    cond = kwargs["added_cond_kwargs"]
+    assert tuple(cond["text_embeds"].shape) == (1, 12) and tuple(cond["time_ids"].shape) == (1, 6)
+    _runs(model, kwargs)
+
+
+REMAINDER = r"""
+import json, torch
+from opcheck.tracers import atlas_trace
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        idx = x.flatten().topk(3).indices
+        return idx % 5, idx // 5
+
+ol = atlas_trace.record_real(M(), (torch.arange(12.0).reshape(3, 4),), {}, train=False,
+                             label="m")
+print(json.dumps(sorted(u.op for u in ol.ops)))
+"""
+
+
+def test_the_real_data_recorder_takes_a_wrapped_scalar_handed_over_as_a_number() -> None:
+    done = subprocess.run([sys.executable, "-c", REMAINDER], capture_output=True, text=True,
+                          timeout=240, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ops = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "aten::remainder.Scalar" in ops and "aten::topk" in ops
