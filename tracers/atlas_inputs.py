@@ -158,7 +158,7 @@ def patch_geometry(cfgs: list[Any]) -> tuple[int, int, int]:
     back into pixels."""
     chans = _int(first_value(cfgs, "num_channels", "in_channels", "in_chans"), 3)
     patch = _int(first_value(cfgs, "patch_size", "spatial_patch_size"), 14)
-    tpatch = _int(first_value(cfgs, "temporal_patch_size"), 1)
+    tpatch = _int(first_value(cfgs, "temporal_patch_size", "patch_temporal"), 1)
     merge = _int(first_value(cfgs, "spatial_merge_size", "merge_size"), 1)
     pool = _int(first_value(cfgs, "pooling_kernel_size"), 1)
     return 2 * max(merge, pool, 1), chans * tpatch * patch * patch, merge

@@ -299,6 +299,8 @@ def _torch_dispatch(
         raw = op(*plain, **plain_kwargs) if plain_kwargs else op(*plain)
     except BaseException as exc:
         raw = None if mutable else cpu_dtype_gap(op, plain, plain_kwargs, exc)
+        if raw is None and not mutable:
+            raw = scalars_as_tensors(op, plain, plain_kwargs, exc)
         if raw is None:
             if rec is not None and on_device:
                 _record(rec, func, args, kwargs)  # the op the script failed in is still listed
@@ -411,5 +413,26 @@ def cpu_dtype_gap(op: Any, args: Any, kwargs: Any, exc: BaseException) -> Any:
 
     try:
         return back(op(*widen(args), **{k: widen(v) for k, v in kwargs.items()}))
+    except Exception:
+        return None
+
+
+def scalars_as_tensors(op: Any, args: Any, kwargs: Any, exc: BaseException) -> Any:
+    """``op`` rerun with its Python numbers as 0-dim tensors where its schema wants a Tensor:
+    a generic kernel's wrapped scalar (``x % 3``: remainder.Scalar calls remainder.Tensor)
+    reaches ``__torch_dispatch__`` as a Python number, which the C++ op then refuses. None when
+    ``exc`` is not that refusal (or the rerun fails too)."""
+    import torch
+
+    if "Expected a value of type 'Tensor'" not in str(exc):
+        return None
+
+    def wrap(x: Any) -> Any:
+        if isinstance(x, (int, float)) and not isinstance(x, bool):
+            return torch.scalar_tensor(x, dtype=torch.int64 if isinstance(x, int) else None)
+        return x
+
+    try:
+        return op(*[wrap(a) for a in args], **kwargs)
     except Exception:
         return None

@@ -181,7 +181,7 @@ def test_a_dual_encoder_is_fed_every_modality_but_not_on_the_text_path() -> None
     params = ["input_ids", "pixel_values", "attention_mask", "input_features", "input_values"]
     atlas_inputs.FED.clear()
     assert atlas_inputs.paired_inputs(params) == ["pixel_values", "input_features"]
-    assert atlas_inputs.FED == {"image", "audio"}
+    assert {"image", "audio"} == atlas_inputs.FED
     with atlas_inputs.text_only():
         assert atlas_inputs.paired_inputs(params) == []
 
@@ -196,5 +196,15 @@ def test_qwen2_vl_inputs_run_its_conv3d_patch_embedding_on_the_real_data_device(
     assert int((kwargs["input_ids"] == 60).sum()) == 4
     ol = atlas_trace.record_real(model, (), kwargs, train=False, label="tiny-qwen2-vl")
     conv = ol.by_op()["aten::convolution"]
-    assert [3, 2, 4, 4] == conv.shapes[0][1:]  # (patches, channels, frames, h, w): Conv3D
+    assert conv.shapes[0][1:] == [3, 2, 4, 4]  # (patches, channels, frames, h, w): Conv3D
     assert atlas_inputs.forward_path(model) == atlas_inputs.FULL
+
+
+@pytest.mark.slow  # a sandboxed fake trace that stops at the grid, then the real-data build: ~60 s
+def test_qwen2_vl_is_traced_with_its_conv3d_patch_embedding() -> None:
+    from opcheck.tracers import api
+
+    ol = api.trace(None, model_spec="atlas:transformers/qwen2_vl", timeout=300)
+    assert ol.complete and ol.forward == atlas_inputs.FULL
+    conv = ol.by_op()["aten::convolution"]
+    assert len(conv.shapes[0]) == 5  # Conv3D over (patches, channels, frames, h, w)
