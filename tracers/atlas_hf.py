@@ -16,6 +16,7 @@ from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_l
 from opcheck.tracers.atlas_hf_config import first_value
 from opcheck.tracers.atlas_inputs import (
     fit_image_tokens,
+    fit_placeholder_ids,
     fit_rope_sections,
     fit_tower_widths,
     fit_vocab,
@@ -265,6 +266,7 @@ def make_config(model_type: str, level: int) -> Any:
         _shrink_widths(cfg)
     _fill_unset_sizes(cfg)
     atlas_hf_config.clamp_topk(_subconfigs(cfg))
+    fit_placeholder_ids(_subconfigs(cfg))
     fit_vocab(_subconfigs(cfg))
     fit_image_tokens(_subconfigs(cfg))
     fit_tower_widths(cfg)
@@ -398,7 +400,7 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
             kwargs.pop("attention_mask", None)
             kwargs.update(modal)
         else:  # a dual encoder (CLIP-like): each tower its own input, every one fed
-            wanted.extend(paired_inputs(params))
+            wanted.extend(["input_ids", *paired_inputs(params)])
     # a vision tower fed flattened patches: its grid / shapes / positions made with them
     for name, value in patch_inputs([n for n in params if n in wanted], cfgs).items():
         kwargs.setdefault(name, value)

@@ -81,6 +81,21 @@ def fit_vocab(cfgs: Iterable[Any]) -> None:
             c.vocab_size = top + 1
 
 
+def fit_placeholder_ids(cfgs: Iterable[Any]) -> None:
+    """A placeholder token id where a default config names the attribute but leaves it unset
+    (BLIP-2, InstructBLIP: the processor adds the token): the id just past the text
+    vocabulary, which :func:`fit_vocab` then makes room for."""
+    for c in cfgs:
+        d = vars(c)
+        vocab = first_value([*sub_configs(c, "text")[:-1], c], "vocab_size")
+        if not isinstance(vocab, int):
+            continue
+        for keys in TOKEN_KEYS.values():
+            unset = [k for k in keys if k in d and d[k] is None]
+            if unset and not any(isinstance(d.get(k), int) for k in keys):
+                setattr(c, unset[0], vocab)
+
+
 def fit_image_tokens(cfgs: Iterable[Any]) -> None:
     """``mm_tokens_per_image`` no larger than the patches the default vision config makes: a
     square of more tokens per side than patches per side pools with a zero-size kernel."""
@@ -237,7 +252,8 @@ def image_inputs(params: Iterable[str], cfg: Any) -> tuple[dict[str, Any], int |
 
 
 def _predicted_tokens(cfg: Any, vcfgs: list[Any], side: int, patch: int) -> int | None:
-    fixed = first_value([cfg], "mm_tokens_per_image", "image_seq_length", "num_image_tokens")
+    fixed = first_value([cfg], "mm_tokens_per_image", "image_seq_length", "num_image_tokens",
+                        "num_query_tokens")
     if isinstance(fixed, int) and fixed > 0:
         return fixed
     if side % patch:

@@ -208,3 +208,14 @@ def test_qwen2_vl_is_traced_with_its_conv3d_patch_embedding() -> None:
     assert ol.complete and ol.forward == atlas_inputs.FULL
     conv = ol.by_op()["aten::convolution"]
     assert len(conv.shapes[0]) == 5  # Conv3D over (patches, channels, frames, h, w)
+
+
+def test_an_unset_placeholder_id_gets_the_id_past_the_vocabulary() -> None:
+    cfg = transformers.Blip2Config(text_config={"vocab_size": 120})
+    assert cfg.image_token_index is None  # the processor adds the token
+    atlas_inputs.fit_placeholder_ids([cfg, cfg.text_config])
+    atlas_inputs.fit_vocab([cfg, cfg.text_config])
+    assert cfg.image_token_index == 120 and cfg.text_config.vocab_size == 121
+    llava = transformers.LlavaConfig(image_token_index=7)
+    atlas_inputs.fit_placeholder_ids([llava])
+    assert llava.image_token_index == 7  # a set id stays
