@@ -15,6 +15,7 @@ from opcheck.tracers import atlas_hf_config
 from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
 from opcheck.tracers.atlas_hf_config import first_value
 from opcheck.tracers.atlas_inputs import (
+    fit_image_batch,
     fit_image_tokens,
     fit_placeholder_ids,
     fit_rope_sections,
@@ -401,6 +402,8 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
             kwargs.update(modal)
         else:  # a dual encoder (CLIP-like): each tower its own input, every one fed
             wanted.extend(["input_ids", *paired_inputs(params)])
+        # the ids of every other text encoder the forward takes (InstructBLIP's Q-Former)
+        wanted.extend(n for n in params if n.endswith("_input_ids") and "decoder" not in n)
     # a vision tower fed flattened patches: its grid / shapes / positions made with them
     for name, value in patch_inputs([n for n in params if n in wanted], cfgs).items():
         kwargs.setdefault(name, value)
@@ -416,6 +419,7 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
             missing.append(name)
         else:
             kwargs[name] = make()
+    fit_image_batch(params, kwargs)
     if "input_ids" in kwargs and "attention_mask" in params and "attention_mask" not in kwargs:
         kwargs["attention_mask"] = torch.ones(kwargs["input_ids"].shape, dtype=torch.long)
     if missing:

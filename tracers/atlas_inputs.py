@@ -412,6 +412,19 @@ def paired_inputs(params: Iterable[str]) -> list[str]:
     return list(names)
 
 
+def fit_image_batch(params: Iterable[str], kwargs: dict[str, Any]) -> None:
+    """Idefics convention: a forward taking ``image_attention_mask`` reads images per sample
+    (``pixel_values`` of (batch, images, channels, h, w)) and which text positions see each
+    image ((batch, text length, images)); the mask made for one image seen by every token."""
+    pixels, ids = kwargs.get("pixel_values"), kwargs.get("input_ids")
+    if "image_attention_mask" not in params or pixels is None or ids is None:
+        return
+    if pixels.dim() == 4:
+        kwargs["pixel_values"] = pixels = pixels.unsqueeze(1)
+    kwargs.setdefault("image_attention_mask",
+                      ids.new_ones(ids.shape[0], ids.shape[1], pixels.shape[1]))  # fmt: skip
+
+
 def series_maker(name: str, cfgs: list[Any]) -> Callable[[], Any] | None:
     """Time-series inputs (``past_values``, ``past_time_features``, ``past_observed_mask``,
     ``future_time_features``): the context window plus the largest lag, the config's channels

@@ -219,3 +219,13 @@ def test_an_unset_placeholder_id_gets_the_id_past_the_vocabulary() -> None:
     llava = transformers.LlavaConfig(image_token_index=7)
     atlas_inputs.fit_placeholder_ids([llava])
     assert llava.image_token_index == 7  # a set id stays
+
+
+def test_an_image_attention_mask_forward_gets_images_per_sample() -> None:
+    made = {"pixel_values": torch.randn(1, 3, 8, 8), "input_ids": _ids()}
+    atlas_inputs.fit_image_batch(["input_ids", "pixel_values", "image_attention_mask"], made)
+    assert tuple(made["pixel_values"].shape) == (1, 1, 3, 8, 8)
+    assert tuple(made["image_attention_mask"].shape) == (1, 8, 1)
+    plain = {"pixel_values": torch.randn(1, 3, 8, 8), "input_ids": _ids()}
+    atlas_inputs.fit_image_batch(["input_ids", "pixel_values"], plain)
+    assert plain["pixel_values"].dim() == 4 and "image_attention_mask" not in plain
