@@ -401,7 +401,7 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
             kwargs.pop("attention_mask", None)
             kwargs.update(modal)
         else:  # a dual encoder (CLIP-like): each tower its own input, every one fed
-            wanted.extend(["input_ids", *paired_inputs(params)])
+            wanted.extend(["input_ids", *paired_inputs(params, cfg)])
         # the ids of every other text encoder the forward takes (InstructBLIP's Q-Former)
         wanted.extend(n for n in params if n.endswith("_input_ids") and "decoder" not in n)
     # a vision tower fed flattened patches: its grid / shapes / positions made with them

@@ -246,6 +246,9 @@ def image_inputs(params: Iterable[str], cfg: Any) -> tuple[dict[str, Any], int |
         tokens = None
     else:
         out["pixel_values"] = torch.randn(1, chans, side, side)
+        if "image_sizes" in params and first_value([cfg, *vcfgs], "spatial_merge_size"):
+            # Pixtral convention: a patch merger reads each image's (height, width)
+            out["image_sizes"] = torch.tensor([[side, side]], dtype=torch.long)
     if "pixel_mask" in params:
         out["pixel_mask"] = torch.ones(1, side, side, dtype=torch.long)
     return out, tokens
@@ -259,7 +262,7 @@ def _predicted_tokens(cfg: Any, vcfgs: list[Any], side: int, patch: int) -> int 
     if side % patch:
         return None
     n = (side // patch) ** 2
-    scale = first_value([cfg, *vcfgs], "scale_factor", "downsample_ratio")
+    scale = first_value([cfg, *vcfgs], "scale_factor", "downsample_ratio", "spatial_merge_size")
     if isinstance(scale, int) and scale > 1 and n % (scale * scale) == 0:
         n //= scale * scale
     return n
@@ -396,16 +399,19 @@ def modal_inputs(
     return out
 
 
-def paired_inputs(params: Iterable[str]) -> list[str]:
+def paired_inputs(params: Iterable[str], cfg: Any) -> list[str]:
     """The media inputs a forward taking ``input_ids`` also takes where no placeholder token
     ties them to the text (CLIP-like dual encoders, captioners, document models: one tower per
     input): fed as well, so that every tower runs (the atlas retries on the text path when the
-    whole forward fails). One per modality, in the order of :data:`MEDIA`."""
+    whole forward fails). One per modality, in the order of :data:`MEDIA`; none of a modality
+    whose placeholder token the config names (its count was not known: the text path)."""
     if _TEXT_ONLY:
         return []
     params = set(params)
     names: dict[str, str] = {}
     for name, modality in MEDIA.items():
+        if modality in TOKEN_KEYS and token_id(cfg, TOKEN_KEYS[modality]) is not None:
+            continue
         if name in params and modality not in names.values():
             names[name] = modality
     FED.update(names.values())

@@ -179,11 +179,15 @@ def test_the_real_build_vocabulary_keeps_the_outer_configs_token_ids() -> None:
 
 def test_a_dual_encoder_is_fed_every_modality_but_not_on_the_text_path() -> None:
     params = ["input_ids", "pixel_values", "attention_mask", "input_features", "input_values"]
+    clip = transformers.CLIPConfig()
     atlas_inputs.FED.clear()
-    assert atlas_inputs.paired_inputs(params) == ["pixel_values", "input_features"]
+    assert atlas_inputs.paired_inputs(params, clip) == ["pixel_values", "input_features"]
     assert {"image", "audio"} == atlas_inputs.FED
     with atlas_inputs.text_only():
-        assert atlas_inputs.paired_inputs(params) == []
+        assert atlas_inputs.paired_inputs(params, clip) == []
+    # a placeholder token named: the pixels go with placeholders or not at all
+    llava = transformers.LlavaConfig(image_token_index=7)
+    assert atlas_inputs.paired_inputs(params, llava) == ["input_features"]
 
 
 def test_qwen2_vl_inputs_run_its_conv3d_patch_embedding_on_the_real_data_device() -> None:
