@@ -204,7 +204,7 @@ def test_qwen2_vl_inputs_run_its_conv3d_patch_embedding_on_the_real_data_device(
     assert atlas_inputs.forward_path(model) == atlas_inputs.FULL
 
 
-@pytest.mark.slow  # a sandboxed fake trace that stops at the grid, then the real-data build: ~60 s
+@pytest.mark.slow  # a sandboxed fake trace that stops at the grid, then the real-data build: ~30 s
 def test_qwen2_vl_is_traced_with_its_conv3d_patch_embedding() -> None:
     from opcheck.tracers import api
 
