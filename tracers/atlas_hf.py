@@ -13,12 +13,17 @@ from typing import Any
 
 from opcheck.tracers import atlas_hf_config, atlas_tvops
 from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
+from opcheck.tracers.atlas_hf_config import first_value
 from opcheck.tracers.atlas_inputs import (
+    fit_image_batch,
     fit_image_tokens,
+    fit_placeholder_ids,
     fit_rope_sections,
     fit_tower_widths,
     fit_vocab,
     modal_inputs,
+    paired_inputs,
+    patch_inputs,
     series_maker,
     watch_towers,
 )
@@ -267,6 +272,7 @@ def make_config(model_type: str, level: int) -> Any:
         _shrink_widths(cfg)
     _fill_unset_sizes(cfg)
     atlas_hf_config.clamp_topk(_subconfigs(cfg))
+    fit_placeholder_ids(_subconfigs(cfg))
     fit_vocab(_subconfigs(cfg))
     fit_image_tokens(_subconfigs(cfg))
     fit_tower_widths(cfg)
@@ -320,16 +326,6 @@ def build(
     raise ModelSkip(f"{name}: its default config does not build ({cls_name}): {errors[-1]}")
 
 
-def _first(cfgs: list[Any], *keys: str, default: Any = None) -> Any:
-    for c in cfgs:
-        d = vars(c)
-        for k in keys:
-            v = d.get(k)
-            if v is not None and not isinstance(v, bool):
-                return v
-    return default
-
-
 def _size2(v: Any) -> tuple[int, int]:
     if isinstance(v, dict):
         h = v.get("height") or v.get("shortest_edge") or 224
@@ -349,16 +345,16 @@ def _maker(name: str, cfgs: list[Any], vocab: int) -> Any:
         return (torch.arange(n, dtype=torch.long) % max(vocab - 10, 1) + 5).unsqueeze(0) % vocab
 
     def image() -> Any:
-        chans = int(_first(cfgs, "num_channels", "in_channels", "in_chans", default=3))
-        h, w = _size2(_first(cfgs, "image_size", "img_size", "input_size", default=224))
+        chans = int(first_value(cfgs, "num_channels", "in_channels", "in_chans", default=3))
+        h, w = _size2(first_value(cfgs, "image_size", "img_size", "input_size", default=224))
         if any("num_frames" in vars(c) for c in cfgs):  # video: frames before channels
-            frames = int(_first(cfgs, "num_frames", default=8))
+            frames = int(first_value(cfgs, "num_frames", default=8))
             return torch.randn(1, frames, chans, h, w)
         return torch.randn(1, chans, h, w)
 
     def features() -> Any:
-        mels = int(_first(cfgs, "num_mel_bins", "feature_size", "input_feat_size", default=80))
-        frames = int(_first(cfgs, "max_source_positions", default=100)) * 2
+        mels = int(first_value(cfgs, "num_mel_bins", "feature_size", "input_feat_size", default=80))
+        frames = int(first_value(cfgs, "max_source_positions", default=100)) * 2
         return torch.randn(1, mels, min(frames, 3000))
 
     if name in ("input_ids", "decoder_input_ids") or name.endswith("_input_ids"):
@@ -383,7 +379,7 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
 
     params = inspect.signature(model.forward).parameters
     cfgs = _subconfigs(cfg)
-    vocab = int(_first(cfgs, "vocab_size", default=1000) or 1000)
+    vocab = int(first_value(cfgs, "vocab_size", default=1000) or 1000)
     kwargs: dict[str, Any] = {}
     if type(model).dummy_inputs is not PreTrainedModel.dummy_inputs:
         try:
@@ -409,6 +405,13 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
         if modal:
             kwargs.pop("attention_mask", None)
             kwargs.update(modal)
+        else:  # a dual encoder (CLIP-like): each tower its own input, every one fed
+            wanted.extend(["input_ids", *paired_inputs(params, cfg)])
+        # the ids of every other text encoder the forward takes (InstructBLIP's Q-Former)
+        wanted.extend(n for n in params if n.endswith("_input_ids") and "decoder" not in n)
+    # a vision tower fed flattened patches: its grid / shapes / positions made with them
+    for name, value in patch_inputs([n for n in params if n in wanted], cfgs).items():
+        kwargs.setdefault(name, value)
     missing = []
     for name in dict.fromkeys(wanted):
         if name in kwargs:
@@ -421,6 +424,7 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
             missing.append(name)
         else:
             kwargs[name] = make()
+    fit_image_batch(params, kwargs)
     if "input_ids" in kwargs and "attention_mask" in params and "attention_mask" not in kwargs:
         kwargs["attention_mask"] = torch.ones(kwargs["input_ids"].shape, dtype=torch.long)
     if missing:

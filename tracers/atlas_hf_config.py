@@ -8,6 +8,7 @@ Imported lazily (inside the sandbox), as atlas_hf is.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 # a top-k over experts, under the names configs give it (or map to it with attribute_map)
@@ -27,6 +28,18 @@ def _real_name(c: Any, name: str) -> str:
 def _int(d: dict[str, Any], key: str) -> int | None:
     v = d.get(key)
     return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def first_value(cfgs: Iterable[Any], *keys: str, default: Any = None) -> Any:
+    """The first value among ``keys`` set on the configs, in order (a tower's own config
+    first): not None, not a bool (a flag is no size)."""
+    for c in cfgs:
+        d = vars(c)
+        for k in keys:
+            v = d.get(k)
+            if v is not None and not isinstance(v, bool):
+                return v
+    return default
 
 
 def clamp_topk(cfgs: list[Any]) -> None:
@@ -60,13 +73,12 @@ def for_class(cfg: Any, cls: Any) -> Any:
 
 def shrink_vocab(cfgs: list[Any], keep: int = SMALL_VOCAB) -> None:
     """Vocabularies cut to ``keep`` rows, never below a special token id the config names (the
-    model looks them up in the same table)."""
+    model looks them up in the same table), wherever in the config tree it is named: a
+    multimodal model's placeholder ids (``image_token_id``) live on the outer config."""
+    ids = [i for c in cfgs for k, v in vars(c).items() if k.endswith(("_token_id", "_token_index"))
+           for i in (v if isinstance(v, (list, tuple)) else [v])
+           if isinstance(i, int) and not isinstance(i, bool)]  # fmt: skip
     for c in cfgs:
-        d = vars(c)
-        vocab = _int(d, "vocab_size")
-        if vocab is None or vocab <= keep:
-            continue
-        ids = [i for k, v in d.items() if k.endswith(("_token_id", "_token_index"))
-               for i in (v if isinstance(v, (list, tuple)) else [v])
-               if isinstance(i, int) and not isinstance(i, bool)]  # fmt: skip
-        c.vocab_size = max([keep, *(i + 1 for i in ids)])
+        vocab = _int(vars(c), "vocab_size")
+        if vocab is not None and vocab > keep:
+            c.vocab_size = max([keep, *(i + 1 for i in ids)])

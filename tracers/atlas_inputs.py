@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from opcheck.tracers.atlas_hf_config import first_value
+
 # a sub-module whose name holds one of these is a tower fed by a non-text input
 TOWER_WORDS = ("vision", "visual", "audio", "speech", "video", "image_encoder", "vqmodel")
 TOWERS_ATTR = "_opcheck_towers"  # {tower path: ran} on the model instance
@@ -23,6 +25,9 @@ TOKEN_KEYS = {
     "image": ("image_token_id", "image_token_index"),
     "audio": ("audio_token_id", "audio_token_index"),
 }
+# the main input of each modality's tower, by the forward's parameter name
+MEDIA = {"pixel_values": "image", "pixel_values_videos": "video", "input_features": "audio",
+         "input_values": "audio"}  # fmt: skip
 FEATURE_FNS = {"image": "get_image_features", "audio": "get_audio_features"}
 # the tokens a processor puts around a modality's placeholders (position ids count from them)
 BOUNDS = {
@@ -47,16 +52,6 @@ def text_only() -> Iterator[None]:
         yield
     finally:
         _TEXT_ONLY.pop()
-
-
-def _vals(cfgs: Iterable[Any], *keys: str) -> Any:
-    for c in cfgs:
-        d = vars(c)
-        for k in keys:
-            v = d.get(k)
-            if v is not None and not isinstance(v, bool):
-                return v
-    return None
 
 
 def _int(v: Any, default: int) -> int:
@@ -86,6 +81,21 @@ def fit_vocab(cfgs: Iterable[Any]) -> None:
             c.vocab_size = top + 1
 
 
+def fit_placeholder_ids(cfgs: Iterable[Any]) -> None:
+    """A placeholder token id where a default config names the attribute but leaves it unset
+    (BLIP-2, InstructBLIP: the processor adds the token): the id just past the text
+    vocabulary, which :func:`fit_vocab` then makes room for."""
+    for c in cfgs:
+        d = vars(c)
+        vocab = first_value([*sub_configs(c, "text")[:-1], c], "vocab_size")
+        if not isinstance(vocab, int):
+            continue
+        for keys in TOKEN_KEYS.values():
+            unset = [k for k in keys if k in d and d[k] is None]
+            if unset and not any(isinstance(d.get(k), int) for k in keys):
+                setattr(c, unset[0], vocab)
+
+
 def fit_image_tokens(cfgs: Iterable[Any]) -> None:
     """``mm_tokens_per_image`` no larger than the patches the default vision config makes: a
     square of more tokens per side than patches per side pools with a zero-size kernel."""
@@ -94,15 +104,15 @@ def fit_image_tokens(cfgs: Iterable[Any]) -> None:
         vision = vars(c).get("vision_config")
         if not isinstance(n, int) or vision is None:
             continue
-        per_side = _side(_vals([vision], "image_size")) // _int(_vals([vision], "patch_size"), 14)
+        per_side = _side(first_value([vision], "image_size")) // _int(first_value([vision], "patch_size"), 14)
         if per_side and round(n**0.5) > per_side:
             c.mm_tokens_per_image = per_side * per_side
     for c in cfgs:  # a pixel shuffle by scale_factor needs patches per side it divides
         scale = vars(c).get("scale_factor")
         vision = vars(c).get("vision_config")
         if isinstance(scale, int) and scale > 1 and vision is not None:
-            per_side = _side(_vals([vision], "image_size")) // _int(
-                _vals([vision], "patch_size"), 14)
+            per_side = _side(first_value([vision], "image_size")) // _int(
+                first_value([vision], "patch_size"), 14)
             if per_side % scale:
                 c.scale_factor = 1
 
@@ -150,6 +160,59 @@ def sub_configs(cfg: Any, word: str) -> list[Any]:
     return [*own, cfg]
 
 
+# the parameters of a vision tower fed flattened patches, each a processor's output, named by
+# the convention the tower follows (a (t, h, w) grid per image, spatial shapes, patch positions)
+PATCH_PARAMS = ("grid_thw", "image_grid_thw", "spatial_shapes", "pixel_attention_mask",
+                "pixel_position_ids", "merge_sizes")  # fmt: skip
+
+
+def patch_geometry(cfgs: list[Any]) -> tuple[int, int, int]:
+    """(patches per side, patch width, merge) of a small square image for a tower of flattened
+    patches: a side every merge (``spatial_merge_size``) and pooling kernel divides twice over;
+    the width ``in_channels * temporal_patch_size * patch_size**2`` its patch embedding views
+    back into pixels."""
+    chans = _int(first_value(cfgs, "num_channels", "in_channels", "in_chans"), 3)
+    patch = _int(first_value(cfgs, "patch_size", "spatial_patch_size"), 14)
+    tpatch = _int(first_value(cfgs, "temporal_patch_size", "patch_temporal"), 1)
+    merge = _int(first_value(cfgs, "spatial_merge_size", "merge_size"), 1)
+    pool = _int(first_value(cfgs, "pooling_kernel_size"), 1)
+    return 2 * max(merge, pool, 1), chans * tpatch * patch * patch, merge
+
+
+def patch_inputs(params: Iterable[str], cfgs: list[Any]) -> dict[str, Any]:
+    """The inputs of a vision tower fed flattened patches, for the forward's parameters
+    ``params`` (in order, the first the patches): Qwen-VL style ``(t*h*w, width)`` patches with
+    their ``grid_thw`` ``[[1, h, w]]`` (and ``merge_sizes``); SigLIP2/Gemma style ``(1, h*w,
+    width)`` with ``spatial_shapes`` ``[[h, w]]``, ``pixel_attention_mask`` or
+    ``pixel_position_ids`` (x, y per patch). {} when the forward follows none of them."""
+    import torch
+
+    params = list(params)
+    conventions = [p for p in params if p in PATCH_PARAMS]
+    if not conventions or not params:
+        return {}
+    side, width, merge = patch_geometry(cfgs)
+    n = side * side
+    main = params[0]
+    out: dict[str, Any] = {}
+    grid = next((p for p in conventions if p.endswith("grid_thw")), None)
+    if grid is not None:
+        out[main] = torch.randn(n, width)
+        out[grid] = torch.tensor([[1, side, side]], dtype=torch.long)
+        if "merge_sizes" in params:
+            out["merge_sizes"] = torch.tensor([merge], dtype=torch.long)
+        return out
+    out[main] = torch.randn(1, n, width)
+    if "spatial_shapes" in params:
+        out["spatial_shapes"] = torch.tensor([[side, side]], dtype=torch.long)
+    if "pixel_attention_mask" in params:
+        out["pixel_attention_mask"] = torch.ones(1, n, dtype=torch.long)
+    if "pixel_position_ids" in params:
+        xs = torch.arange(n, dtype=torch.long)
+        out["pixel_position_ids"] = torch.stack([xs % side, xs // side], dim=-1).unsqueeze(0)
+    return out
+
+
 def image_inputs(params: Iterable[str], cfg: Any) -> tuple[dict[str, Any], int | None]:
     """Pixel inputs for the forward's parameters ``params`` and the number of image tokens the
     conventions predict (None: not known without running the vision tower)."""
@@ -157,19 +220,19 @@ def image_inputs(params: Iterable[str], cfg: Any) -> tuple[dict[str, Any], int |
 
     params = set(params)
     vcfgs = sub_configs(cfg, "vision")
-    chans = _int(_vals(vcfgs, "num_channels", "in_channels", "in_chans"), 3)
-    patch = _int(_vals(vcfgs, "patch_size", "spatial_patch_size"), 14)
+    chans = _int(first_value(vcfgs, "num_channels", "in_channels", "in_chans"), 3)
+    patch = _int(first_value(vcfgs, "patch_size", "spatial_patch_size"), 14)
     out: dict[str, Any] = {}
     if "image_grid_thw" in params:
         # Qwen-VL convention: flattened patches, a (t, h, w) grid per image; spatial_merge_size
         # patches per side become one token
-        merge = _int(_vals(vcfgs, "spatial_merge_size", "merge_size"), 2)
-        tpatch = _int(_vals(vcfgs, "temporal_patch_size"), 1)
+        merge = _int(first_value(vcfgs, "spatial_merge_size", "merge_size"), 2)
+        tpatch = _int(first_value(vcfgs, "temporal_patch_size"), 1)
         side = 2 * merge
         out["image_grid_thw"] = torch.tensor([[1, side, side]], dtype=torch.long)
         out["pixel_values"] = torch.randn(side * side, chans * tpatch * patch * patch)
         return out, (side * side) // (merge * merge)
-    side = _side(_vals(vcfgs, "image_size", "img_size", "input_size"))
+    side = _side(first_value(vcfgs, "image_size", "img_size", "input_size"))
     tokens = _predicted_tokens(cfg, vcfgs, side, patch)
     if "pixel_attention_mask" in params:  # Idefics convention: images per sample
         out["pixel_values"] = torch.randn(1, 1, chans, side, side)
@@ -183,19 +246,23 @@ def image_inputs(params: Iterable[str], cfg: Any) -> tuple[dict[str, Any], int |
         tokens = None
     else:
         out["pixel_values"] = torch.randn(1, chans, side, side)
+        if "image_sizes" in params and first_value([cfg, *vcfgs], "spatial_merge_size"):
+            # Pixtral convention: a patch merger reads each image's (height, width)
+            out["image_sizes"] = torch.tensor([[side, side]], dtype=torch.long)
     if "pixel_mask" in params:
         out["pixel_mask"] = torch.ones(1, side, side, dtype=torch.long)
     return out, tokens
 
 
 def _predicted_tokens(cfg: Any, vcfgs: list[Any], side: int, patch: int) -> int | None:
-    fixed = _vals([cfg], "mm_tokens_per_image", "image_seq_length", "num_image_tokens")
+    fixed = first_value([cfg], "mm_tokens_per_image", "image_seq_length", "num_image_tokens",
+                        "num_query_tokens")
     if isinstance(fixed, int) and fixed > 0:
         return fixed
     if side % patch:
         return None
     n = (side // patch) ** 2
-    scale = _vals([cfg, *vcfgs], "scale_factor", "downsample_ratio")
+    scale = first_value([cfg, *vcfgs], "scale_factor", "downsample_ratio", "spatial_merge_size")
     if isinstance(scale, int) and scale > 1 and n % (scale * scale) == 0:
         n //= scale * scale
     return n
@@ -207,8 +274,8 @@ def audio_inputs(params: Iterable[str], cfg: Any) -> tuple[dict[str, Any], int |
     import torch
 
     acfgs = sub_configs(cfg, "audio")
-    mels = _int(_vals(acfgs, "num_mel_bins", "feature_size", "input_feat_size"), 80)
-    frames = min(_int(_vals(acfgs, "max_source_positions"), 1500) * 2, 3000)
+    mels = _int(first_value(acfgs, "num_mel_bins", "feature_size", "input_feat_size"), 80)
+    frames = min(_int(first_value(acfgs, "max_source_positions"), 1500) * 2, 3000)
     out: dict[str, Any] = {"input_features": torch.randn(1, mels, frames)}
     for mask in ("feature_attention_mask", "input_features_mask"):
         if mask in params:
@@ -332,19 +399,51 @@ def modal_inputs(
     return out
 
 
+def paired_inputs(params: Iterable[str], cfg: Any) -> list[str]:
+    """The media inputs a forward taking ``input_ids`` also takes where no placeholder token
+    ties them to the text (CLIP-like dual encoders, captioners, document models: one tower per
+    input): fed as well, so that every tower runs (the atlas retries on the text path when the
+    whole forward fails). One per modality, in the order of :data:`MEDIA`; none of a modality
+    whose placeholder token the config names (its count was not known: the text path)."""
+    if _TEXT_ONLY:
+        return []
+    params = set(params)
+    names: dict[str, str] = {}
+    for name, modality in MEDIA.items():
+        if modality in TOKEN_KEYS and token_id(cfg, TOKEN_KEYS[modality]) is not None:
+            continue
+        if name in params and modality not in names.values():
+            names[name] = modality
+    FED.update(names.values())
+    return list(names)
+
+
+def fit_image_batch(params: Iterable[str], kwargs: dict[str, Any]) -> None:
+    """Idefics convention: a forward taking ``image_attention_mask`` reads images per sample
+    (``pixel_values`` of (batch, images, channels, h, w)) and which text positions see each
+    image ((batch, text length, images)); the mask made for one image seen by every token."""
+    pixels, ids = kwargs.get("pixel_values"), kwargs.get("input_ids")
+    if "image_attention_mask" not in params or pixels is None or ids is None:
+        return
+    if pixels.dim() == 4:
+        kwargs["pixel_values"] = pixels = pixels.unsqueeze(1)
+    kwargs.setdefault("image_attention_mask",
+                      ids.new_ones(ids.shape[0], ids.shape[1], pixels.shape[1]))  # fmt: skip
+
+
 def series_maker(name: str, cfgs: list[Any]) -> Callable[[], Any] | None:
     """Time-series inputs (``past_values``, ``past_time_features``, ``past_observed_mask``,
     ``future_time_features``): the context window plus the largest lag, the config's channels
     and time features. None for a name of no time-series convention."""
     import torch
 
-    context = _int(_vals(cfgs, "context_length", "sequence_length"), 32)
-    lags = _vals(cfgs, "lags_sequence")
+    context = _int(first_value(cfgs, "context_length", "sequence_length"), 32)
+    lags = first_value(cfgs, "lags_sequence")
     past = context + (max(lags) if isinstance(lags, (list, tuple)) and lags else 0)
-    future = _int(_vals(cfgs, "prediction_length"), 8)
-    chans = _int(_vals(cfgs, "num_input_channels", "input_size"), 1)
-    feats = _int(_vals(cfgs, "num_time_features"), 1)
-    series = (1, past, chans) if chans > 1 or _vals(cfgs, "num_input_channels") else (1, past)
+    future = _int(first_value(cfgs, "prediction_length"), 8)
+    chans = _int(first_value(cfgs, "num_input_channels", "input_size"), 1)
+    feats = _int(first_value(cfgs, "num_time_features"), 1)
+    series = (1, past, chans) if chans > 1 or first_value(cfgs, "num_input_channels") else (1, past)
     makers: dict[str, Callable[[], Any]] = {
         "past_values": lambda: torch.randn(*series),
         "past_observed_mask": lambda: torch.ones(*series),

@@ -14,7 +14,7 @@ from typing import Any
 
 from opcheck.core.errors import TraceError
 from opcheck.core.oplist import RECORDER_REAL, OpList
-from opcheck.tracers.atlas_build import build, one_line, parse_spec
+from opcheck.tracers.atlas_build import ModelSkip, build, one_line, parse_spec
 from opcheck.tracers.atlas_inputs import forward_path
 from opcheck.tracers.inputs import InputSpec
 from opcheck.tracers.recorder import Recorder, Stream
@@ -42,9 +42,13 @@ def trace_atlas(
         if not atlas_inputs.FED:
             raise
         why = one_line(exc)
-    with atlas_inputs.text_only():
-        ol = _trace_both(spec, inputs, train=train, label=label, composites=composites,
-                         stream=stream)  # fmt: skip
+    try:
+        with atlas_inputs.text_only():
+            ol = _trace_both(spec, inputs, train=train, label=label, composites=composites,
+                             stream=stream)  # fmt: skip
+    except (TraceError, ModelSkip) as exc:
+        # the whole forward's failure first: the text path's alone hides why the towers failed
+        raise TraceError(f"{why}; on the text path only: {one_line(exc)}") from None
     ol.notes.insert(0, f"the whole forward (towers fed) failed ({why}): traced on the text "
                     "path only")  # fmt: skip
     return ol

@@ -170,6 +170,14 @@ class Session:
             register_optimizer_step_post_hook(opt_post),
         ]
         torch.autograd.backward, torch.autograd.grad = run_backward, run_grad
+        tensor_fn = torch.tensor
+
+        def host_tensor(data: Any, *args: Any, **kwargs: Any) -> Any:
+            # torch.tensor([t, ...]) of device tensors reads each value in C++ past the
+            # wrapper's dispatch (INTERNAL ASSERT func != nullptr): their host copies instead
+            return tensor_fn(_host_values(data), *args, **kwargs)
+
+        torch.tensor = host_tensor
         _SESSION.append(self)
         _ACTIVE.append((None, self.recorder))  # the composite kernels' recorder
         try:
@@ -179,11 +187,19 @@ class Session:
             _ACTIVE.pop()
             _SESSION.pop()
             torch.autograd.backward, torch.autograd.grad = backward, grad
+            torch.tensor = tensor_fn
             for h in handles:
                 h.remove()
             for stack in steps:
                 stack.close()
 
+
+
+def _host_values(data: Any) -> Any:
+    """``data`` with the device tensors inside its lists and tuples as their CPU tensors."""
+    if isinstance(data, (list, tuple)):
+        return type(data)(_host_values(x) for x in data)
+    return data.elem if isinstance(data, tensor_class()) else data
 
 
 # ---------------------------------------------------------------- kernels on the device key
