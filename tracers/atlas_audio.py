@@ -21,6 +21,7 @@ import itertools
 import math
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 SECONDS = 16000  # waveform samples before rounding to the codec's hop
@@ -38,6 +39,7 @@ PAD_MASKS = ("audio_mel_mask",)
 # feature size per frame, in order of preference
 FEATURE_KEYS = ("input_feat_per_channel", "num_mel_bins", "feature_size", "n_mels",
                 "input_feat_size", "feature_projection_input_dim", "model_in_channels")  # fmt: skip
+AUDIO_TOKEN_KEYS = ("audio_token_id", "audio_token_index")
 CHANNEL_KEYS = ("audio_channels", "channels")
 HOP_KEYS = ("hop_length", "hop_size")
 RATIO_KEYS = ("downsampling_ratios", "upsampling_ratios", "conv_stride", "strides",
@@ -48,14 +50,34 @@ CODEBOOK_KEYS = ("num_codebooks", "num_channels")
 IMAGE_KEYS = ("image_size", "patch_size", "num_frames", "img_size")
 SHAPE_ERROR = re.compile(
     r"size|shape|dimension|dim\b|channels|unpack|broadcast|mono|multiple of|out of range"
-    r"|normalized_shape|expected .*input",
+    r"|normalized_shape|expected .*input|should contain \d+ elements",
     re.I,
 )
 MULTIPLE = re.compile(r"multiple of (\d+)")
+# the size a first layer wants, as its shape error names it
+WANTED_SIZE = (
+    re.compile(r"reduction dim, but got \[\d+, \d+\] X \[(\d+), \d+\]"),
+    re.compile(r"mat1 and mat2 shapes cannot be multiplied \(\d+x\d+ and (\d+)x\d+\)"),
+    re.compile(r"normalized_shape=\[(\d+)\]"),
+    re.compile(r"groups=1, weight of size \[\d+, (\d+), \d+\]"),
+    re.compile(r"size of tensor a \(\d+\) must match the size of tensor b \((\d+)\)"),
+)
+META_LIMIT = re.compile(r"meta", re.I)  # what the meta device cannot do (values, kernels)
+MAX_CPU_PARAMS = 300_000_000  # a CPU copy for the probe up to ~1.2 GB
 LAYOUT_ATTR = "_opcheck_audio_layout"
 # the layout the fake build chose, per model class: the real-data rebuild of the same model
 # in the same process reuses it instead of probing again with real arithmetic
-_CHOSEN: dict[str, int] = {}
+_CHOSEN: dict[str, tuple[Hints, int]] = {}
+
+
+
+@dataclass(frozen=True)
+class Hints:
+    """What earlier tries said the model wants: a waveform length multiple, feature sizes."""
+
+    multiple: int = 1
+    sizes: tuple[int, ...] = ()
+
 
 Candidate = tuple[str, dict[str, Any]]  # (what the row says, the inputs of this layout)
 
@@ -81,10 +103,11 @@ def _ints(cfgs: Iterable[Any], keys: Iterable[str]) -> list[int]:
     return out
 
 
-def feature_sizes(cfgs: list[Any]) -> list[int]:
-    """Feature sizes per frame the configs name, the common log-mel sizes after them.
-    ``input_feat_per_channel`` counts one of ``input_channels`` stacked channels."""
-    sizes: list[int] = []
+def feature_sizes(cfgs: list[Any], named: Iterable[int] = ()) -> list[int]:
+    """Feature sizes per frame: those a failed try ``named`` (frames stacked by the feature
+    extractor, a size no config attribute holds), the configs' own, then the common log-mel
+    sizes. ``input_feat_per_channel`` counts one of ``input_channels`` stacked channels."""
+    sizes: list[int] = list(named)
     for c in cfgs:
         d = vars(c)
         per, chans = d.get("input_feat_per_channel"), d.get("input_channels")
@@ -156,18 +179,21 @@ def wave_candidates(cfgs: list[Any], multiple: int = 1) -> list[Candidate]:
     return out
 
 
-def feature_candidates(cfgs: list[Any]) -> list[Candidate]:
+def feature_candidates(cfgs: list[Any], named: Iterable[int] = ()) -> list[Candidate]:
     """Spectrogram features: each feature size the config names, features before frames
     (Whisper's ``(B, mel, T)``) and after (``(B, T, mel)``, conformer encoders)."""
     import torch
 
     t = frames(cfgs)
     out: list[Candidate] = []
-    for mel in feature_sizes(cfgs):
+    for mel in feature_sizes(cfgs, named):
         out.append((f"features (1, {mel} features, {t} frames)", {"x": torch.randn(1, mel, t),
                                                                    "frames": t}))  # fmt: skip
         out.append((f"features (1, {t} frames, {mel} features)", {"x": torch.randn(1, t, mel),
                                                                    "frames": t}))  # fmt: skip
+    mel = feature_sizes(cfgs, named)[0]  # a channel axis first (CLAP's fused mel views)
+    out.append((f"features (1, 1, {t} frames, {mel} features)",
+                {"x": torch.randn(1, 1, t, mel), "frames": t}))  # fmt: skip
     return out
 
 
@@ -205,23 +231,41 @@ def _dims(shape: tuple[int, ...]) -> str:
 
 def _slots(
     model: Any, cfgs: list[Any], params: Any, kwargs: dict[str, Any], missing: list[str],
-    multiple: int,
+    hints: Hints,
 ) -> dict[str, list[Candidate]]:  # fmt: skip
-    """The audio inputs this forward takes and the layouts to try for each."""
+    """The audio inputs this forward takes and the layouts to try for each: those made or
+    missing, the main input (a wrapper's generic ``inputs`` taking its encoder's kind), and
+    where none of these is audio an optional one, in a model with no audio placeholder token
+    (a contrastive text-audio model; a speech LM's towers are fed by :mod:`atlas_inputs`)."""
     main = getattr(model, "main_input_name", "")
     wanted = [n for n in params if n in kwargs or n in missing or n == main]
+    if not any(_kind(model, n) for n in wanted) and not _vals(cfgs, AUDIO_TOKEN_KEYS):
+        wanted += [n for n in params if n in WAVE_NAMES + FEATURE_NAMES][:1]
     slots: dict[str, list[Candidate]] = {}
     for name in wanted:
-        if name in WAVE_NAMES:
-            slots[name] = wave_candidates(cfgs, multiple)
-        elif name in FEATURE_NAMES:
-            slots[name] = feature_candidates(cfgs)
-        elif name in LATENT_NAMES:
-            slots[name] = latent_candidates(cfgs, multiple)
+        kind = _kind(model, name)
+        if kind == "wave":
+            slots[name] = wave_candidates(cfgs, hints.multiple)
+        elif kind == "features":
+            slots[name] = feature_candidates(cfgs, hints.sizes)
+        elif kind == "latents":
+            slots[name] = latent_candidates(cfgs, hints.multiple)
     for name in ID_NAMES:
         if name in kwargs and _codebooks(cfgs):
             slots[name] = id_candidates(kwargs[name], cfgs)
     return slots
+
+
+def _kind(model: Any, name: str) -> str:
+    """What the input called ``name`` holds: a waveform, features, latents or "" (no audio).
+    A wrapper's main input named ``inputs`` is its encoder's main input."""
+    if name == "inputs" and name == getattr(model, "main_input_name", ""):
+        name = getattr(getattr(model, "encoder", None), "main_input_name", name)
+    if name in WAVE_NAMES:
+        return "wave"
+    if name in FEATURE_NAMES:
+        return "features"
+    return "latents" if name in LATENT_NAMES else ""
 
 
 def _side_inputs(params: Any, made: dict[str, Any]) -> dict[str, Any]:
@@ -253,26 +297,37 @@ def fit_inputs(
     """Audio inputs in ``kwargs`` made or replaced in the layout the model's forward accepts
     (the first of each ladder, or the first a probe forward takes); returns the names still
     missing. Models with no audio input are left as they are, without a probe."""
-    slots = _slots(model, cfgs, params, kwargs, missing, 1)
+    hints = Hints()
+    slots = _slots(model, cfgs, params, kwargs, missing, hints)
     if not slots or (set(slots) <= set(ID_NAMES) and _fed_towers(kwargs)):
         return missing
     key = type(model).__name__
-    combos = list(itertools.islice(itertools.product(*slots.values()), MAX_TRIES))
-    if len(combos) == 1:
-        pick = 0
-    elif real and key in _CHOSEN:
-        pick = _CHOSEN[key]
+    combos = _combos(slots)
+    if real and key in _CHOSEN:
+        hints, pick = _CHOSEN[key]
+        slots = _slots(model, cfgs, params, kwargs, missing, hints)
+        combos = _combos(slots)
+    elif len(combos) > 1:
+        runner = _Runner(model, params)
+        pick, hint = _probe(runner, kwargs, slots, combos, hints)
+        for _ in range(3):  # a try named the length or size it wants: the ladder again
+            if hint is None:
+                break
+            hints = hint
+            slots = _slots(model, cfgs, params, kwargs, missing, hints)
+            combos = _combos(slots)
+            pick, hint = _probe(runner, kwargs, slots, combos, hints)
+        _CHOSEN[key] = (hints, pick)
     else:
-        pick, multiple = _probe(model, params, kwargs, slots, combos)
-        if multiple > 1:  # the model named the length it wants: the ladder again, that long
-            slots = _slots(model, cfgs, params, kwargs, missing, multiple)
-            combos = list(itertools.islice(itertools.product(*slots.values()), MAX_TRIES))
-            pick = _probe(model, params, kwargs, slots, combos)[0]
-        _CHOSEN[key] = pick
-    chosen = dict(zip(slots, combos[pick], strict=True))
+        pick = 0
+    chosen = dict(zip(slots, combos[min(pick, len(combos) - 1)], strict=True))
     kwargs.update(_inputs(params, chosen))
     setattr(model, LAYOUT_ATTR, "; ".join(f"{n}: {desc}" for n, (desc, _) in chosen.items()))
     return [n for n in missing if n not in kwargs]
+
+
+def _combos(slots: dict[str, list[Candidate]]) -> list[tuple[Candidate, ...]]:
+    return list(itertools.islice(itertools.product(*slots.values()), MAX_TRIES))
 
 
 def _fed_towers(kwargs: dict[str, Any]) -> bool:
@@ -289,27 +344,74 @@ def _inputs(params: Any, chosen: dict[str, Candidate]) -> dict[str, Any]:
 
 
 def _probe(
-    model: Any,
-    params: Any,
+    runner: _Runner,
     kwargs: dict[str, Any],
     slots: dict[str, list[Candidate]],
     combos: list[tuple[Candidate, ...]],
-) -> tuple[int, int]:
+    hints: Hints,
+) -> tuple[int, Hints | None]:
     """The first layout the forward runs with (index into ``combos``), or the first failing
-    for a reason not about shapes; 0 when every one fails on shapes. Second: the length
-    multiple a failure asked for (1 when none did)."""
+    for a reason not about shapes; 0 when every one fails on shapes. Second: new hints when
+    a failure named a length multiple or a feature size not tried yet (None otherwise)."""
     for i, combo in enumerate(combos):
         trial = dict(kwargs)
-        trial.update(_inputs(params, dict(zip(slots, combo, strict=True))))
-        err = _run(model, params, trial)
+        trial.update(_inputs(runner.params, dict(zip(slots, combo, strict=True))))
+        err = runner.run(trial)
         if err is None:
-            return i, 1
-        m = MULTIPLE.search(err)
-        if m and int(m.group(1)) > 1:
-            return i, int(m.group(1))
+            return i, None
         if not SHAPE_ERROR.search(err):
-            return i, 1
-    return 0, 1
+            return i, None
+        hint = _hint(err, hints)
+        if hint is not None:
+            return i, hint
+    return 0, None
+
+
+def _hint(err: str, hints: Hints) -> Hints | None:
+    """What a shape error says the model wants: a length multiple (a codec's own check) or
+    the feature size its first layer takes (a linear, a norm, a convolution's channels)."""
+    m = MULTIPLE.search(err)
+    if m and int(m.group(1)) > 1 and hints.multiple % int(m.group(1)):
+        return Hints(math.lcm(hints.multiple, int(m.group(1))), hints.sizes)
+    for pattern in WANTED_SIZE:
+        m = pattern.search(err)
+        if m and int(m.group(1)) > 1 and int(m.group(1)) not in hints.sizes:
+            return Hints(hints.multiple, (int(m.group(1)), *hints.sizes))
+    return None
+
+
+class _Runner:
+    """Forwards of the probe: on the meta device, and where the meta device stops a try
+    (``.item()``, a kernel with no meta form) on a copy of the model built on the CPU, once,
+    when it is small enough to build."""
+
+    def __init__(self, model: Any, params: Any) -> None:
+        self.model, self.params = model, params
+        self.cpu: Any = None
+
+    def run(self, kwargs: dict[str, Any]) -> str | None:
+        err = _run(self.model, self.params, kwargs)
+        if err is None or SHAPE_ERROR.search(err) or not META_LIMIT.search(err):
+            return err
+        if self.cpu is None:
+            self.cpu = _cpu_copy(self.model) or False
+        return _run(self.cpu, self.params, kwargs) if self.cpu is not False else err
+
+
+def _cpu_copy(model: Any) -> Any:
+    """The model built again from its config on the CPU (random weights), or None when it
+    is too large or does not build there."""
+    import torch
+
+    if sum(p.numel() for p in model.parameters()) > MAX_CPU_PARAMS or not hasattr(model,
+                                                                                "config"):
+        return None
+    try:
+        with torch.device("cpu"):
+            torch.manual_seed(0)
+            return type(model)(model.config).eval()
+    except Exception:  # a model the meta device builds and the CPU does not: no second probe
+        return None
 
 
 def _run(model: Any, params: Any, kwargs: dict[str, Any]) -> str | None:
