@@ -235,11 +235,13 @@ def _slots(
 ) -> dict[str, list[Candidate]]:  # fmt: skip
     """The audio inputs this forward takes and the layouts to try for each: those made or
     missing, the main input (a wrapper's generic ``inputs`` taking its encoder's kind), and
-    where none of these is audio an optional one, in a model with no audio placeholder token
-    (a contrastive text-audio model; a speech LM's towers are fed by :mod:`atlas_inputs`)."""
+    where none of these is audio an optional one, in a model with an audio tower and no audio
+    placeholder token (a contrastive text-audio model; a speech LM's towers are fed by
+    :mod:`atlas_inputs`)."""
     main = getattr(model, "main_input_name", "")
     wanted = [n for n in params if n in kwargs or n in missing or n == main]
-    if not any(_kind(model, n) for n in wanted) and not _vals(cfgs, AUDIO_TOKEN_KEYS):
+    if not any(_kind(model, n) for n in wanted) and not _vals(cfgs, AUDIO_TOKEN_KEYS) \
+            and _audio_tower(cfgs):
         wanted += [n for n in params if n in WAVE_NAMES + FEATURE_NAMES][:1]
     slots: dict[str, list[Candidate]] = {}
     for name in wanted:
@@ -254,6 +256,13 @@ def _slots(
         if name in kwargs and _codebooks(cfgs):
             slots[name] = id_candidates(kwargs[name], cfgs)
     return slots
+
+
+def _audio_tower(cfgs: list[Any]) -> bool:
+    """The model has an audio or speech tower of its own (an ``audio_config``, a
+    ``speech_config``): its optional audio input is that tower's, not an embedding's."""
+    return any(k.endswith("config") and ("audio" in k or "speech" in k)
+               for c in cfgs for k in vars(c))  # fmt: skip
 
 
 def _kind(model: Any, name: str) -> str:

@@ -138,3 +138,17 @@ def test_a_codec_and_a_spectrogram_model_trace_on_fake_tensors(name: str) -> Non
     assert ol.complete and ol.recorder == RECORDER_FAKE
     assert any(n.startswith("audio inputs: ") for n in ol.notes)
     assert "aten::convolution" in ol.by_op()
+
+
+def test_an_optional_audio_input_is_fed_only_to_a_model_with_an_audio_tower() -> None:
+    text_model = SimpleNamespace(main_input_name="input_ids")
+    params = {"input_ids": None, "input_features": None}
+    kwargs = {"input_ids": torch.ones(1, 4, dtype=torch.long)}
+    tower = SimpleNamespace(audio_config=SimpleNamespace(), num_mel_bins=64)
+    hints = atlas_audio.Hints()
+    slots = atlas_audio._slots(text_model, [tower], params, kwargs, [], hints)
+    assert list(slots) == ["input_features"]
+    assert slots["input_features"][0][1]["x"].shape[1] == 64
+    # features that stand for embeddings (no audio tower): left to the model's defaults
+    assert not atlas_audio._slots(text_model, [SimpleNamespace(d_model=8)], params, kwargs, [],
+                                  hints)  # fmt: skip
