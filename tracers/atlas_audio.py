@@ -134,10 +134,12 @@ def wave_length(cfgs: list[Any], multiple: int = 1) -> int:
     return -(-SECONDS // step) * step
 
 
-def frames(cfgs: list[Any]) -> int:
-    """Feature frames: two per source position (Whisper-style encoders check it), rounded up
-    to the subsampling factor."""
-    pos = _ints(cfgs, ("max_source_positions",))
+def frames(cfgs: list[Any], *, positions: bool = True) -> int:
+    """Feature frames: two per source position where ``positions`` (Whisper-style encoders
+    check it; their features come before the frames), else a short clip (an encoder taking
+    frames first checks no length, and a long one only costs memory in the probe), rounded
+    up to the subsampling factor."""
+    pos = _ints(cfgs, ("max_source_positions",)) if positions else []
     n = min(pos[0] * 2, MAX_FRAMES) if pos else FRAMES
     sub = _ints(cfgs, ("subsampling_factor",))
     step = sub[0] if sub else 1
@@ -184,13 +186,13 @@ def feature_candidates(cfgs: list[Any], named: Iterable[int] = ()) -> list[Candi
     (Whisper's ``(B, mel, T)``) and after (``(B, T, mel)``, conformer encoders)."""
     import torch
 
-    t = frames(cfgs)
+    t, short = frames(cfgs), frames(cfgs, positions=False)
     out: list[Candidate] = []
     for mel in feature_sizes(cfgs, named):
         out.append((f"features (1, {mel} features, {t} frames)", {"x": torch.randn(1, mel, t),
                                                                    "frames": t}))  # fmt: skip
-        out.append((f"features (1, {t} frames, {mel} features)", {"x": torch.randn(1, t, mel),
-                                                                   "frames": t}))  # fmt: skip
+        out.append((f"features (1, {short} frames, {mel} features)",
+                    {"x": torch.randn(1, short, mel), "frames": short}))  # fmt: skip
     mel = feature_sizes(cfgs, named)[0]  # a channel axis first (CLAP's fused mel views)
     out.append((f"features (1, 1, {t} frames, {mel} features)",
                 {"x": torch.randn(1, 1, t, mel), "frames": t}))  # fmt: skip
@@ -368,7 +370,7 @@ def _probe(
         err = runner.run(trial)
         if err is None:
             return i, None
-        if not SHAPE_ERROR.search(err):
+        if not SHAPE_ERROR.search(err) and not err.startswith("MemoryError"):
             return i, None
         hint = _hint(err, hints)
         if hint is not None:
