@@ -181,12 +181,15 @@ def wave_candidates(cfgs: list[Any], multiple: int = 1) -> list[Candidate]:
     return out
 
 
-def feature_candidates(cfgs: list[Any], named: Iterable[int] = ()) -> list[Candidate]:
+def feature_candidates(
+    cfgs: list[Any], named: Iterable[int] = (), clip: int | None = None
+) -> list[Candidate]:
     """Spectrogram features: each feature size the config names, features before frames
-    (Whisper's ``(B, mel, T)``) and after (``(B, T, mel)``, conformer encoders)."""
+    (Whisper's ``(B, mel, T)``) and after (``(B, T, mel)``, conformer encoders). ``clip``:
+    the frames-first length, when the features go with a waveform (one per codec frame)."""
     import torch
 
-    t, short = frames(cfgs), frames(cfgs, positions=False)
+    t, short = frames(cfgs), clip or frames(cfgs, positions=False)
     out: list[Candidate] = []
     for mel in feature_sizes(cfgs, named):
         out.append((f"features (1, {mel} features, {t} frames)", {"x": torch.randn(1, mel, t),
@@ -251,7 +254,10 @@ def _slots(
         if kind == "wave":
             slots[name] = wave_candidates(cfgs, hints.multiple)
         elif kind == "features":
-            slots[name] = feature_candidates(cfgs, hints.sizes)
+            # beside a codec's waveform: one feature frame per codec frame, as both paths meet
+            with_wave = any(_kind(model, n) == "wave" for n in wanted)
+            clip = wave_length(cfgs, hints.multiple) // hop(cfgs) if with_wave else None
+            slots[name] = feature_candidates(cfgs, hints.sizes, clip if clip and clip > 1 else None)
         elif kind == "latents":
             slots[name] = latent_candidates(cfgs, hints.multiple)
     for name in ID_NAMES:

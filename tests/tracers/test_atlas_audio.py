@@ -153,3 +153,13 @@ def test_an_optional_audio_input_is_fed_only_to_a_model_with_an_audio_tower() ->
     # features that stand for embeddings (no audio tower): left to the model's defaults
     assert not atlas_audio._slots(text_model, [SimpleNamespace(d_model=8)], params, kwargs, [],
                                   hints)  # fmt: skip
+
+
+def test_features_beside_a_waveform_have_one_frame_per_codec_frame() -> None:
+    codec = SimpleNamespace(main_input_name="input_values")
+    params = {"input_values": None, "input_features": None}
+    cfg = SimpleNamespace(hop_length=320, feature_projection_input_dim=160)
+    slots = atlas_audio._slots(codec, [cfg], params, {}, ["input_values", "input_features"],
+                               atlas_audio.Hints())  # fmt: skip
+    frames_first = [v["x"] for desc, v in slots["input_features"] if "frames, 160" in desc]
+    assert frames_first and frames_first[0].shape[1] == atlas_audio.wave_length([cfg]) // 320
