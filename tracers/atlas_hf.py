@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from opcheck.tracers import atlas_hf_config, atlas_tvops
+from opcheck.tracers import atlas_audio, atlas_hf_config, atlas_tvops
 from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
 from opcheck.tracers.atlas_hf_config import first_value
 from opcheck.tracers.atlas_inputs import (
@@ -427,6 +427,7 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
     fit_image_batch(params, kwargs)
     if "input_ids" in kwargs and "attention_mask" in params and "attention_mask" not in kwargs:
         kwargs["attention_mask"] = torch.ones(kwargs["input_ids"].shape, dtype=torch.long)
+    missing = atlas_audio.fit_inputs(model, cfgs, params, kwargs, missing, real=real)
     if missing:
         raise ModelSkip(f"{type(model).__name__}: needs inputs made by its processor "
                         f"({', '.join(missing)}), which a config alone does not give")  # fmt: skip

@@ -14,6 +14,7 @@ from typing import Any
 
 from opcheck.core.errors import TraceError
 from opcheck.core.oplist import RECORDER_REAL, OpList
+from opcheck.tracers import atlas_audio
 from opcheck.tracers.atlas_build import ModelSkip, build, one_line, parse_spec
 from opcheck.tracers.atlas_inputs import forward_path
 from opcheck.tracers.inputs import InputSpec
@@ -75,6 +76,7 @@ def _trace_both(
             composites=composites, stream=stream,
         )  # fmt: skip
         traced.forward = forward_path(model)  # which towers of a multimodal model ran
+        traced.notes.extend(atlas_audio.notes(model))  # the audio layout the ladder chose
         return traced
     except runtime.PartialTrace as exc:
         why = str(exc)
@@ -92,6 +94,7 @@ def _trace_both(
             ol = record_real(*built, train=train, label=label, composites=composites,
                              stream=stream)  # fmt: skip
             ol.forward = forward_path(built[0])
+            ol.notes.extend(atlas_audio.notes(built[0]))
             break
         except MemoryError:
             raise
