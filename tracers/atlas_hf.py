@@ -253,7 +253,14 @@ def make_config(model_type: str, level: int) -> Any:
     1 layers only, 0 the defaults as they are."""
     from transformers import AutoConfig
 
-    cfg = AutoConfig.for_model(model_type)
+    try:
+        cfg = AutoConfig.for_model(model_type)
+    except Exception as exc:  # a default its own validation refuses: the value it asks for
+        fix = atlas_hf_config.config_kwargs(exc)
+        if not fix:
+            raise
+        cfg = AutoConfig.for_model(model_type, **fix)
+    atlas_hf_config.fill_unset(_subconfigs(cfg))
     if level >= 1:
         _shrink_layers(cfg)
     if level >= 2:
@@ -278,7 +285,6 @@ def build(
     """``shrink``: the first config level tried (make_config). Fake tensors cost nothing per
     width, so the fake build keeps the default widths (level 2: fewer layers and experts),
     which every model accepts; the real-data build is narrowed too (level 3)."""
-    import torch
     import transformers
 
     try:
@@ -293,13 +299,10 @@ def build(
     for level in range(start, -1, -1):
         try:
             cfg = atlas_hf_config.for_class(make_config(name, level), cls)
+            atlas_hf_config.fit_rope_sections(_subconfigs(cfg), cls)
             if real:
                 atlas_hf_config.shrink_vocab(_subconfigs(cfg))
-                torch.manual_seed(0)
-                model = cls(cfg)
-            else:
-                with torch.device("meta"):
-                    model = cls(cfg)
+            model = _construct(cls, cfg, real=real)
         except MemoryError:
             raise
         except Exception as exc:
@@ -313,6 +316,26 @@ def build(
         watch_towers(model)
         return model, args, kwargs
     raise ModelSkip(f"{name}: its default config does not build ({cls_name}): {errors[-1]}")
+
+
+def _construct(cls: Any, cfg: Any, *, real: bool, repairs: int = 6) -> Any:
+    """``cls(cfg)``, the config repaired where the failure names a field it left unset
+    (atlas_hf_config.repair) and built again."""
+    import torch
+
+    for _ in range(repairs):
+        try:
+            if not real:
+                with torch.device("meta"):
+                    return cls(cfg)
+            torch.manual_seed(0)
+            return cls(cfg)
+        except MemoryError:
+            raise
+        except Exception as exc:
+            if missing_package(exc) or not atlas_hf_config.repair(_subconfigs(cfg), exc):
+                raise
+    return cls(cfg)
 
 
 def _first(cfgs: list[Any], *keys: str, default: Any = None) -> Any:
