@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from opcheck.core.errors import TraceError
 from opcheck.tracers import atlas_hf_config
 from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
 from opcheck.tracers.atlas_inputs import (
@@ -266,7 +267,10 @@ def make_config(model_type: str, level: int) -> Any:
     if level >= 2:
         _shrink_experts(cfg)
     if level >= 3:
+        # aligned before (so an odd width divides) and after narrowing (so the result does)
+        atlas_hf_config.align_mlp_widths(_subconfigs(cfg))
         _shrink_widths(cfg)
+        atlas_hf_config.align_mlp_widths(_subconfigs(cfg))
     _fill_unset_sizes(cfg)
     atlas_hf_config.clamp_topk(_subconfigs(cfg))
     fit_vocab(_subconfigs(cfg))
@@ -296,14 +300,18 @@ def build(
         raise ModelSkip(f"{name}: {_reason(exc)}") from None
     errors: list[str] = []
     start = (3 if real else 2) if shrink is None else shrink
-    for level in range(start, -1, -1):
+    # real weights never below level 2: all the experts or all the layers of a default config
+    # are gigabytes (the fake build stops there too in practice: every level-2 config built)
+    for level in range(start, 1 if real else -1, -1):
         try:
             cfg = atlas_hf_config.for_class(make_config(name, level), cls)
             atlas_hf_config.fit_rope_sections(_subconfigs(cfg), cls)
             if real:
                 atlas_hf_config.shrink_vocab(_subconfigs(cfg))
+                if level < 3:
+                    _fits_real(cls, cfg, name)
             model = _construct(cls, cfg, real=real)
-        except MemoryError:
+        except (MemoryError, TraceError):
             raise
         except Exception as exc:
             pkg = missing_package(exc)
@@ -315,7 +323,22 @@ def build(
         args, kwargs = make_inputs(model, cfg, real=real)
         watch_towers(model)
         return model, args, kwargs
+    if real and not errors:
+        raise TraceError(f"{name}: no real-data build below level 2 (shrink={start})")
     raise ModelSkip(f"{name}: its default config does not build ({cls_name}): {errors[-1]}")
+
+
+REAL_PARAMS = 500_000_000  # real weights of a default-width build: 2 GB in float32 (of 4)
+
+
+def _fits_real(cls: Any, cfg: Any, name: str) -> None:
+    """Refuse a real-data build of default widths larger than REAL_PARAMS parameters (counted
+    on the meta device): the sandbox would run out of memory half-way through the forward."""
+    n = sum(p.numel() for p in _construct(cls, cfg, real=False).parameters())
+    if n > REAL_PARAMS:
+        raise TraceError(f"atlas:transformers/{name}: the real-data build at the default widths "
+                         f"has {n / 1e6:.0f} M parameters, more than the real-data device holds "
+                         f"({REAL_PARAMS / 1e6:.0f} M)")  # fmt: skip
 
 
 def _construct(cls: Any, cfg: Any, *, real: bool, repairs: int = 6) -> Any:

@@ -301,3 +301,21 @@ def fit_rope_sections(cfgs: list[Any], cls: Any) -> None:
             scaled[0] += half - sum(scaled)
             sections = scaled
         rope["mrope_section"] = list(sections)
+
+
+# --- MLP widths a grouped matmul accepts ------------------------------------------------------
+
+MLP_WIDTHS = ("intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d_ff",
+              "moe_intermediate_size", "shared_expert_intermediate_size", "n_inner")  # fmt: skip
+ALIGN = 8  # elements: bf16 grouped_mm wants 16-byte strides (DeepSeek-V2's 1407 is refused)
+
+
+def align_mlp_widths(cfgs: list[Any], align: int = ALIGN) -> None:
+    """MLP widths (never an attention width: heads split it) rounded down to a multiple of
+    ``align``, so the narrowed expert weights keep strides grouped matmuls accept."""
+    for c in cfgs:
+        d = vars(c)
+        for key in MLP_WIDTHS:
+            w = _int(d, key)
+            if w is not None and w > align and w % align:
+                setattr(c, key, w - w % align)

@@ -126,3 +126,30 @@ def test_no_sections_where_the_code_names_none() -> None:
 def test_default_configs_that_did_not_build_now_build(name: str) -> None:
     model, _args, kwargs = atlas_hf.build("transformers", name)
     assert kwargs and sum(p.numel() for p in model.parameters()) > 0
+
+
+def test_narrowed_mlp_widths_keep_16_byte_strides_in_bf16() -> None:
+    cfg = TinyConfig(moe_intermediate_size=1407, intermediate_size=64, hidden_size=1407)
+    atlas_hf_config.align_mlp_widths([cfg])
+    assert (cfg.moe_intermediate_size, cfg.intermediate_size) == (1400, 64)
+    assert cfg.hidden_size == 1407  # an attention width: its heads decide it
+    # the real-data build of a type whose default width is odd: every expert width aligned
+    small = atlas_hf.make_config("deepseek_v2", 3)
+    for w in (small.moe_intermediate_size, small.intermediate_size):
+        assert w % 8 == 0 and w < 1407
+    w = torch.randn(2, 64, small.moe_intermediate_size, dtype=torch.bfloat16)
+    assert (w.stride(1) * w.element_size()) % 16 == 0
+
+
+def test_a_real_data_build_is_never_larger_than_the_device_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from opcheck.core.errors import TraceError
+
+    monkeypatch.setattr(atlas_hf, "REAL_PARAMS", 1_000_000)
+    # default widths (level 2, what the fake trace builds): counted on meta, refused in a line
+    with pytest.raises(TraceError, match=r"default widths has \d+ M parameters"):
+        atlas_hf.build("transformers", "llama", real=True, shrink=2)
+    # narrowed (level 3) it is not counted: the narrowing is the real-data build's own size
+    model, _args, _kwargs = atlas_hf.build("transformers", "llama", real=True)
+    assert next(model.parameters()).device.type == "cpu"
