@@ -163,6 +163,8 @@ def record_real(
         raise
     except Exception as exc:
         raise TraceError(f"{label}: {one_line(exc)}") from None
+    finally:
+        realdevice.uninstall()  # the next fake trace in this process meets no real kernel
     notes = ["recorded on a real-data npu device (CPU kernels); kernels torch_npu picks by "
              "shape at run time and numerical differences are not visible"]  # fmt: skip
     if train:
