@@ -309,7 +309,7 @@ def build(
             if real:
                 atlas_hf_config.shrink_vocab(_subconfigs(cfg))
                 if level < 3:
-                    _fits_real(cls, cfg, name)
+                    _fits_real(cls, cfg, name, errors[-1] if errors else "")
             model = _construct(cls, cfg, real=real)
         except (MemoryError, TraceError):
             raise
@@ -331,14 +331,15 @@ def build(
 REAL_PARAMS = 500_000_000  # real weights of a default-width build: 2 GB in float32 (of 4)
 
 
-def _fits_real(cls: Any, cfg: Any, name: str) -> None:
+def _fits_real(cls: Any, cfg: Any, name: str, narrowed: str) -> None:
     """Refuse a real-data build of default widths larger than REAL_PARAMS parameters (counted
     on the meta device): the sandbox would run out of memory half-way through the forward."""
     n = sum(p.numel() for p in _construct(cls, cfg, real=False).parameters())
     if n > REAL_PARAMS:
         raise TraceError(f"atlas:transformers/{name}: the real-data build at the default widths "
                          f"has {n / 1e6:.0f} M parameters, more than the real-data device holds "
-                         f"({REAL_PARAMS / 1e6:.0f} M)")  # fmt: skip
+                         f"({REAL_PARAMS / 1e6:.0f} M)"
+                         + (f"; the narrowed build: {narrowed}" if narrowed else ""))  # fmt: skip
 
 
 def _construct(cls: Any, cfg: Any, *, real: bool, repairs: int = 6) -> Any:

@@ -91,13 +91,9 @@ _CONFIG_ATTR = re.compile(r"config\.(\w+)(\[|\))")
 def fill_unset(cfgs: list[Any]) -> None:
     """Fields a default config leaves None that the model's constructor needs, from the
     config's other fields: expert counts and widths beside a router, shared experts, a vocabulary
-    (CTC and protein heads name none); tuples as lists (a config read from JSON has lists, and
-    constructors concatenate them to lists)."""
+    (CTC and protein heads name none, nor their padding id)."""
     for c in cfgs:
         d = vars(c)
-        for key, value in list(d.items()):
-            if isinstance(value, tuple) and not key.startswith("_"):
-                setattr(c, key, list(value))
         if any(k in d for k in TOPK_NAMES):
             for key in EXPERT_NAMES:
                 if key in d and d[key] is None:
@@ -110,6 +106,8 @@ def fill_unset(cfgs: list[Any]) -> None:
             c.moe_intermediate_size = d["intermediate_size"]
         if "vocab_size" in d and d["vocab_size"] is None:
             c.vocab_size = UNSET_VOCAB
+            if d.get("pad_token_id", 0) is None:  # the checkpoint's vocabulary names it
+                c.pad_token_id = 0
 
 
 def config_kwargs(exc: BaseException) -> dict[str, Any]:
@@ -128,9 +126,23 @@ def repair(cfgs: list[Any], exc: BaseException) -> str:
             return fix(cfgs, m)
     if isinstance(exc, KeyError) and exc.args:
         return _rope_for_layer_kind(cfgs, str(exc.args[0]))
+    if isinstance(exc, TypeError) and 'concatenate list (not "tuple")' in text:
+        return _tuples_as_lists(cfgs)
     if isinstance(exc, TypeError) and "NoneType" in text:
         return _per_layer_list(cfgs, exc)
     return ""
+
+
+def _tuples_as_lists(cfgs: list[Any]) -> str:
+    """Tuples of a default config as lists, as a config read from JSON has them (a constructor
+    concatenating a config's sizes to a list of its own)."""
+    done = []
+    for c in cfgs:
+        for key, value in list(vars(c).items()):
+            if isinstance(value, tuple) and not key.startswith("_"):
+                setattr(c, key, list(value))
+                done.append(key)
+    return ", ".join(f"{k} as a list" for k in done)
 
 
 def _missing_attr(cfgs: list[Any], m: re.Match[str]) -> str:

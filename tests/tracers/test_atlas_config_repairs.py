@@ -82,17 +82,24 @@ def test_rope_parameters_per_layer_kind_gain_a_missing_kind() -> None:
     assert cfg.rope_parameters["full_attention"]["rope_theta"] == 1e4
 
 
-def test_unset_sizes_are_filled_and_tuples_become_lists() -> None:
-    cfg = TinyConfig(vocab_size=None, num_experts=None, num_experts_per_tok=2,
-                     n_shared_experts=None, moe_intermediate_size=None, intermediate_size=64,
-                     fusion_hidden_sizes=(8, 4))
+def test_unset_sizes_are_filled() -> None:
+    cfg = TinyConfig(vocab_size=None, pad_token_id=None, num_experts=None, num_experts_per_tok=2,
+                     n_shared_experts=None, moe_intermediate_size=None, intermediate_size=64)
     atlas_hf_config.fill_unset([cfg])
-    assert cfg.vocab_size == atlas_hf_config.UNSET_VOCAB
+    assert (cfg.vocab_size, cfg.pad_token_id) == (atlas_hf_config.UNSET_VOCAB, 0)
     assert (cfg.num_experts, cfg.n_shared_experts, cfg.moe_intermediate_size) == (4, 1, 64)
-    assert [32, *cfg.fusion_hidden_sizes] == [32, 8, 4]  # VitMatte's list + config list
     dense = TinyConfig(num_experts=None)  # no router: an unset expert count stays unset
     atlas_hf_config.fill_unset([dense])
     assert dense.num_experts is None
+
+
+def test_tuples_become_lists_only_where_a_constructor_wants_lists() -> None:
+    cfg = TinyConfig(fusion_hidden_sizes=(8, 4), axial_pos_shape=(2, 4))
+    atlas_hf_config.fill_unset([cfg])
+    assert cfg.axial_pos_shape == (2, 4)  # Reformer adds tuples to it: left a tuple
+    exc = _raised(lambda: [32].__add__(cfg.fusion_hidden_sizes))  # VitMatte's list + sizes
+    assert atlas_hf_config.repair([cfg], exc)
+    assert [32].__add__(cfg.fusion_hidden_sizes) == [32, 8, 4]
 
 
 def _rotary_width(cfg: Any) -> int:
