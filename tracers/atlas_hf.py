@@ -266,6 +266,7 @@ def make_config(model_type: str, level: int) -> Any:
         _shrink_layers(cfg)
     if level >= 2:
         _shrink_experts(cfg)
+        atlas_hf_config.shrink_expert_pools(_subconfigs(cfg))
     if level >= 3:
         # aligned before (so an odd width divides) and after narrowing (so the result does)
         atlas_hf_config.align_mlp_widths(_subconfigs(cfg))
@@ -308,6 +309,7 @@ def build(
             atlas_hf_config.fit_rope_sections(_subconfigs(cfg), cls)
             if real:
                 atlas_hf_config.shrink_vocab(_subconfigs(cfg))
+                atlas_hf_config.shrink_other_vocabs(_subconfigs(cfg))
                 if level < 3:
                     _fits_real(cls, cfg, name, errors[-1] if errors else "")
             model = _construct(cls, cfg, real=real)

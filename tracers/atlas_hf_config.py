@@ -331,3 +331,30 @@ def align_mlp_widths(cfgs: list[Any], align: int = ALIGN) -> None:
             w = _int(d, key)
             if w is not None and w > align and w % align:
                 setattr(c, key, w - w % align)
+
+
+# --- other tables and expert pools a shrunk config still keeps at full size -------------------
+
+_EXPERT_COUNT = re.compile(r"^(num_|n_)?\w*experts?(_num)?$")
+
+
+def shrink_expert_pools(cfgs: list[Any], keep: int = 4) -> None:
+    """Expert counts under names the shrinking does not list (``zero_expert_num``, ...): a
+    count of experts (``num_``/``n_`` prefix or ``_num`` suffix) above ``keep`` cut to it."""
+    for c in cfgs:
+        d = vars(c)
+        for key, v in list(d.items()):
+            counts = key.startswith(("num_", "n_")) or key.endswith("_num")
+            if counts and _EXPERT_COUNT.match(key) and "per_tok" not in key \
+                    and isinstance(v, int) and not isinstance(v, bool) and v > keep:
+                setattr(c, key, keep)
+
+
+def shrink_other_vocabs(cfgs: list[Any], keep: int = SMALL_VOCAB) -> None:
+    """Real-data builds: embedding tables sized by other vocabulary fields (``*_vocab``: BLT's
+    500,002-row hash embeddings, 384 M parameters narrowed) cut to ``keep`` rows."""
+    for c in cfgs:
+        for key, v in list(vars(c).items()):
+            if key.endswith("_vocab") and isinstance(v, int) and not isinstance(v, bool) \
+                    and v > keep:
+                setattr(c, key, keep)

@@ -160,3 +160,13 @@ def test_a_real_data_build_is_never_larger_than_the_device_holds(
     # narrowed (level 3) it is not counted: the narrowing is the real-data build's own size
     model, _args, _kwargs = atlas_hf.build("transformers", "llama", real=True)
     assert next(model.parameters()).device.type == "cpu"
+
+
+def test_expert_pools_and_other_vocabularies_are_cut() -> None:
+    cfg = TinyConfig(zero_expert_num=256, n_routed_experts=4, num_experts_per_tok=6,
+                     expert_ffn_hidden_size=2048, encoder_hash_byte_group_vocab=500002)
+    atlas_hf_config.shrink_expert_pools([cfg])
+    assert (cfg.zero_expert_num, cfg.n_routed_experts) == (4, 4)
+    assert (cfg.num_experts_per_tok, cfg.expert_ffn_hidden_size) == (6, 2048)  # not counts
+    atlas_hf_config.shrink_other_vocabs([cfg])
+    assert cfg.encoder_hash_byte_group_vocab == atlas_hf_config.SMALL_VOCAB
