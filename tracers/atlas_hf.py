@@ -252,15 +252,7 @@ def _fill_unset_sizes(cfg: Any) -> None:
 def make_config(model_type: str, level: int) -> Any:
     """The default config, made small: level 3 layers + experts + widths, 2 layers + experts,
     1 layers only, 0 the defaults as they are."""
-    from transformers import AutoConfig
-
-    try:
-        cfg = AutoConfig.for_model(model_type)
-    except Exception as exc:  # a default its own validation refuses: the value it asks for
-        fix = atlas_hf_config.config_kwargs(exc)
-        if not fix:
-            raise
-        cfg = AutoConfig.for_model(model_type, **fix)
+    cfg = atlas_hf_config.default_config(model_type)
     atlas_hf_config.fill_unset(_subconfigs(cfg))
     if level >= 1:
         _shrink_layers(cfg)

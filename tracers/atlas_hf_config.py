@@ -358,3 +358,35 @@ def shrink_other_vocabs(cfgs: list[Any], keep: int = SMALL_VOCAB) -> None:
             if key.endswith("_vocab") and isinstance(v, int) and not isinstance(v, bool) \
                     and v > keep:
                 setattr(c, key, keep)
+
+
+def default_config(model_type: str, tries: int = 8) -> Any:
+    """``AutoConfig.for_model(model_type)``, with the values its own validation asks for
+    ("X must be 0, got 256") where the default refuses itself: passed at the top, then to its
+    sub-configs when the top does not reach the field (a nested text config's)."""
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    subs = list(getattr(CONFIG_MAPPING[model_type], "sub_configs", None) or {})
+    top: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    for _ in range(tries):
+        try:
+            return AutoConfig.for_model(model_type, **top, **{k: dict(v) for k, v in
+                                                              nested.items()})  # fmt: skip
+        except Exception as exc:
+            fix = config_kwargs(exc)
+            if not fix:
+                raise
+            [(key, value)] = fix.items()
+            if any(n.get(key) == value for n in nested.values()):
+                raise
+            if top.get(key) != value:
+                top[key] = value
+                continue
+            if not subs:
+                raise
+            del top[key]  # the top config does not hold it: its sub-configs do
+            for sub in subs:
+                nested.setdefault(sub, {})[key] = value
+    return AutoConfig.for_model(model_type, **top, **nested)

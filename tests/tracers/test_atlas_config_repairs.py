@@ -129,7 +129,8 @@ def test_no_sections_where_the_code_names_none() -> None:
 
 
 @pytest.mark.parametrize("name", ["informer", "reformer", "dbrx", "esm", "lfm2_moe",
-                                  "cohere_compass_text", "wav2vec2-conformer", "vitmatte"])
+                                  "cohere_compass_text", "wav2vec2-conformer", "vitmatte",
+                                  "gemma4_assistant"])
 def test_default_configs_that_did_not_build_now_build(name: str) -> None:
     model, _args, kwargs = atlas_hf.build("transformers", name)
     assert kwargs and sum(p.numel() for p in model.parameters()) > 0
