@@ -38,7 +38,7 @@ def dynamic_shape_findings(report: Report, oplist: OpList, steps: int,
     uses = {u.op: u for u in oplist.ops if not u.via}
     # the run's budget ends a loop once an iteration sends no new op or dtype (a new length is
     # not new): the shapes counted are those of the steps that ran, a lower bound
-    shortened = any(n.startswith("loops shortened") for n in oplist.notes)
+    shortened = bool(oplist.loop_cuts)
     cut = (" traced (the loop was shortened after its ops repeated: --max-steps 0 runs every "
            "step and counts every shape)") if shortened else ""
     out: list[SpeedFinding] = []

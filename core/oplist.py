@@ -16,6 +16,7 @@ process boundaries (the sandboxed tracer writes it), so it is versioned JSON:
   "stopped": "",                      // why and where it stopped, when not complete
   "recorder": "fake-tensors",         // what ran the model: "fake-tensors" | "real-data" | ""
   "notes": ["..."],
+  "loop_cuts": [{"where": "train.py:12", "ran": 2, "of": 40}],  // loops a run's budget ended
   "ops": [
     {"op": "aten::add.Tensor", "count": 12,
      "dtypes": ["float32"], "shapes": [[1, 3, 224, 224]],
@@ -55,6 +56,7 @@ lists; longer lists as ``"<N values>"``). At most MAX_SIGNATURES per record, the
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,6 +184,32 @@ class OpUse:
 
 
 @dataclass
+class LoopCut:
+    """A loop of a run that the tracer's budget ended early (``tracers/script.py`` Budget):
+    where, how many iterations ran, how many it had (None: an iterator with no length)."""
+
+    where: str
+    ran: int
+    of: int | None = None
+
+    @classmethod
+    def from_json(cls, raw: Any) -> LoopCut:
+        of = raw.get("of")
+        return cls(where=str(raw["where"]), ran=int(raw["ran"]),
+                   of=None if of is None else int(of))  # fmt: skip
+
+
+def loop_cuts_text(cuts: Sequence[LoopCut]) -> str:
+    """``where ran 2 of 8, then 1 of 8 iterations; ...`` (one part per loop, in order)."""
+    runs: dict[str, list[str]] = {}
+    for c in cuts:
+        runs.setdefault(c.where, []).append(f"{c.ran}" + (f" of {c.of}" if c.of is not None
+                                                          else ""))  # fmt: skip
+    return "; ".join(f"{where} ran {', then '.join(each)} iterations"
+                     for where, each in runs.items())  # fmt: skip
+
+
+@dataclass
 class OpList:
     model: str
     method: str
@@ -206,6 +234,9 @@ class OpList:
     # vision/audio/video tower ran), "text only: <towers that did not run>", "" not known or
     # not applicable; optional in the document like ``recorder``
     forward: str = ""
+    # the loops a run's budget ended early (its shapes and counts are then lower bounds); the
+    # note saying so is rendered from them; optional in the document like ``recorder``
+    loop_cuts: list[LoopCut] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "kind": KIND}
@@ -287,6 +318,7 @@ class OpList:
                 stopped="" if complete else str(doc.get("stopped", "")),
                 recorder=str(doc.get("recorder", "")),
                 forward=str(doc.get("forward", "")),
+                loop_cuts=[LoopCut.from_json(x) for x in doc.get("loop_cuts", [])],
                 settings=[dict(x) for x in doc.get("settings", []) if isinstance(x, dict)],
                 on_device=(doc.get("on_device") if isinstance(doc.get("on_device"), bool)
                            else None),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from opcheck.core.errors import TraceError
 from opcheck.tracers import atlas_audio, atlas_hf_config, atlas_tvops
 from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
 from opcheck.tracers.atlas_hf_config import first_value
@@ -261,15 +262,18 @@ def _fill_unset_sizes(cfg: Any) -> None:
 def make_config(model_type: str, level: int) -> Any:
     """The default config, made small: level 3 layers + experts + widths, 2 layers + experts,
     1 layers only, 0 the defaults as they are."""
-    from transformers import AutoConfig
-
-    cfg = AutoConfig.for_model(model_type)
+    cfg = atlas_hf_config.default_config(model_type)
+    atlas_hf_config.fill_unset(_subconfigs(cfg))
     if level >= 1:
         _shrink_layers(cfg)
     if level >= 2:
         _shrink_experts(cfg)
+        atlas_hf_config.shrink_expert_pools(_subconfigs(cfg))
     if level >= 3:
+        # aligned before (so an odd width divides) and after narrowing (so the result does)
+        atlas_hf_config.align_mlp_widths(_subconfigs(cfg))
         _shrink_widths(cfg)
+        atlas_hf_config.align_mlp_widths(_subconfigs(cfg))
     _fill_unset_sizes(cfg)
     atlas_hf_config.clamp_topk(_subconfigs(cfg))
     fit_placeholder_ids(_subconfigs(cfg))
@@ -289,7 +293,6 @@ def build(
     """``shrink``: the first config level tried (make_config). Fake tensors cost nothing per
     width, so the fake build keeps the default widths (level 2: fewer layers and experts),
     which every model accepts; the real-data build is narrowed too (level 3)."""
-    import torch
     import transformers
 
     try:
@@ -301,17 +304,19 @@ def build(
         raise ModelSkip(f"{name}: {_reason(exc)}") from None
     errors: list[str] = []
     start = (3 if real else 2) if shrink is None else shrink
-    for level in range(start, -1, -1):
+    # real weights never below level 2: all the experts or all the layers of a default config
+    # are gigabytes (the fake build stops there too in practice: every level-2 config built)
+    for level in range(start, 1 if real else -1, -1):
         try:
             cfg = atlas_hf_config.for_class(make_config(name, level), cls)
+            atlas_hf_config.fit_rope_sections(_subconfigs(cfg), cls)
             if real:
                 atlas_hf_config.shrink_vocab(_subconfigs(cfg))
-                torch.manual_seed(0)
-                model = cls(cfg)
-            else:
-                with torch.device("meta"):
-                    model = cls(cfg)
-        except MemoryError:
+                atlas_hf_config.shrink_other_vocabs(_subconfigs(cfg))
+                if level < 3:
+                    _fits_real(cls, cfg, name, errors[-1] if errors else "")
+            model = _construct(cls, cfg, real=real)
+        except (MemoryError, TraceError):
             raise
         except Exception as exc:
             pkg = missing_package(exc)
@@ -323,7 +328,43 @@ def build(
         args, kwargs = make_inputs(model, cfg, real=real)
         watch_towers(model)
         return model, args, kwargs
+    if real and not errors:
+        raise TraceError(f"{name}: no real-data build below level 2 (shrink={start})")
     raise ModelSkip(f"{name}: its default config does not build ({cls_name}): {errors[-1]}")
+
+
+REAL_PARAMS = 500_000_000  # real weights of a default-width build: 2 GB in float32 (of 4)
+
+
+def _fits_real(cls: Any, cfg: Any, name: str, narrowed: str) -> None:
+    """Refuse a real-data build of default widths larger than REAL_PARAMS parameters (counted
+    on the meta device): the sandbox would run out of memory half-way through the forward."""
+    n = sum(p.numel() for p in _construct(cls, cfg, real=False).parameters())
+    if n > REAL_PARAMS:
+        raise TraceError(f"atlas:transformers/{name}: the real-data build at the default widths "
+                         f"has {n / 1e6:.0f} M parameters, more than the real-data device holds "
+                         f"({REAL_PARAMS / 1e6:.0f} M)"
+                         + (f"; the narrowed build: {narrowed}" if narrowed else ""))  # fmt: skip
+
+
+def _construct(cls: Any, cfg: Any, *, real: bool, repairs: int = 6) -> Any:
+    """``cls(cfg)``, the config repaired where the failure names a field it left unset
+    (atlas_hf_config.repair) and built again."""
+    import torch
+
+    for _ in range(repairs):
+        try:
+            if not real:
+                with torch.device("meta"):
+                    return cls(cfg)
+            torch.manual_seed(0)
+            return cls(cfg)
+        except MemoryError:
+            raise
+        except Exception as exc:
+            if missing_package(exc) or not atlas_hf_config.repair(_subconfigs(cfg), exc):
+                raise
+    return cls(cfg)
 
 
 def _size2(v: Any) -> tuple[int, int]:

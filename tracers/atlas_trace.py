@@ -86,7 +86,7 @@ def _trace_both(
             raise TraceError(why) from None
     del model, args, kwargs
     ol: OpList | None = None
-    real_why = ""
+    real_whys: list[str] = []
     built: Any = None
     for shrink in (None, 2):  # narrowed first (fast); the default widths when that fails
         try:
@@ -98,11 +98,12 @@ def _trace_both(
             break
         except MemoryError:
             raise
-        except TraceError as exc:
-            real_why = str(exc)
+        except TraceError as exc:  # each attempt's reason: the narrowed build's is the telling one
+            real_whys.append(str(exc))
         finally:
             built = None  # the first model's memory back before the second is built
     if ol is None:
+        real_why = "; then ".join(dict.fromkeys(real_whys))
         raise TraceError(f"{why}; the real-data recorder failed too: {real_why}") from None
     ol.notes.insert(0, f"fake-tensor trace stopped ({why}): recorded on the real-data device "
                     "instead (random weights, small real inputs)")  # fmt: skip
@@ -169,6 +170,8 @@ def record_real(
         raise
     except Exception as exc:
         raise TraceError(f"{label}: {one_line(exc)}") from None
+    finally:
+        realdevice.uninstall()  # the next fake trace in this process meets no real kernel
     notes = ["recorded on a real-data npu device (CPU kernels); kernels torch_npu picks by "
              "shape at run time and numerical differences are not visible"]  # fmt: skip
     if train:

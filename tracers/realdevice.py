@@ -205,8 +205,18 @@ def _host_values(data: Any) -> Any:
 # ---------------------------------------------------------------- kernels on the device key
 
 
+def uninstall() -> None:
+    """Unregister the device's kernels (``install`` registers them again): a fake-tensor trace
+    later in the same process (the atlas's text-path retry after a real-data fallback) would
+    otherwise reach them with fake ``npu`` tensors, which they hand back to the same device
+    key until the recursion limit."""
+    while _INSTALLED:
+        _INSTALLED.pop()._destroy()
+
+
 def install() -> None:
-    """Rename PrivateUse1 to ``npu`` and register the device's kernels (once per process)."""
+    """Rename PrivateUse1 to ``npu`` and register the device's kernels (once per process, or
+    again after ``uninstall``)."""
     if _INSTALLED:
         return
     import torch

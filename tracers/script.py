@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from opcheck.core.errors import TraceError
-from opcheck.core.oplist import RECORDER_REAL, OpList
+from opcheck.core.oplist import RECORDER_REAL, LoopCut, OpList, loop_cuts_text
 from opcheck.tracers import sandbox
 
 DEFAULT_MAX_STEPS = 20
@@ -205,14 +205,14 @@ class Budget:
         loader_iter.__dict__["_opcheck_budget"] = (self.mark(), (state[1] if state else 0) + 1)
         return item
 
+    def loop_cuts(self) -> list[LoopCut]:
+        """The loops shortened, in the order they were first cut."""
+        return [LoopCut(where, done, total) for where, runs in self.cuts.items()
+                for done, total in runs]  # fmt: skip
+
     def cut_lines(self) -> str:
         """The loops shortened, for the op list's notes ("" when none was)."""
-        parts = []
-        for where, runs in self.cuts.items():
-            each = [f"{done}" + (f" of {total}" if total is not None else "")
-                    for done, total in runs]
-            parts.append(f"{where} ran {', then '.join(each)} iterations")
-        return "; ".join(parts)
+        return loop_cuts_text(self.loop_cuts())
 
     # --- steps --------------------------------------------------------------------------
 
@@ -506,7 +506,8 @@ def _script_oplist(
     run stopped."""
     import torch
 
-    cuts = budget.cut_lines()
+    loop_cuts = budget.loop_cuts()
+    cuts = loop_cuts_text(loop_cuts)
     ops = recorder.sorted_ops()
     group_note = findings.collectives.merge_into(ops)
     # nothing reached the device: a YES over no op would be silent about everything
@@ -536,7 +537,7 @@ def _script_oplist(
         mode="train" if {"backward", "optimizer"} & phases else "inference",
         notes=notes, ops=ops, complete=not (error or stopped),
         stopped=f"the script raised at {error}" if error else stopped,
-        recorder=RECORDER_REAL, on_device=bool(ops),
+        recorder=RECORDER_REAL, on_device=bool(ops), loop_cuts=loop_cuts,
     )  # fmt: skip
 
 

@@ -4,6 +4,8 @@ per shape) and 910B (jit compile off: aclnn, no compile)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +92,34 @@ def test_a_shortened_loop_gives_a_lower_bound(usecase: CheckUseCase) -> None:
     relu = {f["op"]: f for f in _dynamic(usecase, oplist, hardware="910A")}["aten::relu"]
     assert "at least 2 input shapes in 2 steps traced" in relu["why"]
     assert "--max-steps 0" in relu["why"]
+    # the tracer carries the cuts as a field (what the checker reads), and the note from it
+    assert oplist.loop_cuts and all(c.ran >= 1 for c in oplist.loop_cuts)
+    assert any(n.startswith("loops shortened") and oplist.loop_cuts[0].where in n
+               for n in oplist.notes)
+
+
+@pytest.mark.torch
+def test_the_lower_bound_follows_the_structured_cuts(usecase: CheckUseCase, varlen: Any) -> None:
+    from opcheck.core.oplist import LoopCut, OpList
+
+    assert not varlen.loop_cuts  # --max-steps 0: no loop cut
+    cut = replace(varlen, loop_cuts=[LoopCut("varlen_loop.py:20", 6, 40)])
+    # the field survives the JSON the sandboxed tracer writes
+    back = OpList.from_json(json.loads(cut.dumps()))
+    assert back.loop_cuts == [LoopCut("varlen_loop.py:20", 6, 40)]
+    relu = {f["op"]: f for f in _dynamic(usecase, back, hardware="910A")}["aten::relu"]
+    assert "at least 6 input shapes in 6 steps traced" in relu["why"]
+    # a note that merely reads like one is not a cut: the count is exact
+    worded = replace(varlen, notes=[*varlen.notes, "loops shortened (by hand)"])
+    relu = {f["op"]: f for f in _dynamic(usecase, worded, hardware="910A")}["aten::relu"]
+    assert "6 input shapes in 6 steps (" in relu["why"] and "at least" not in relu["why"]
+
+
+def test_op_lists_without_loop_cuts_still_load() -> None:
+    from opcheck.core.oplist import LoopCut, OpList, loop_cuts_text
+
+    old = {"schema_version": 2, "kind": "opcheck.oplist", "method": "run", "ops": []}
+    assert OpList.from_json(old).loop_cuts == []
+    cuts = [LoopCut("s.py:3", 2, 8), LoopCut("s.py:3", 1, 8), LoopCut("s.py:9", 3)]
+    assert loop_cuts_text(cuts) == ("s.py:3 ran 2 of 8, then 1 of 8 iterations; "
+                                    "s.py:9 ran 3 iterations")
