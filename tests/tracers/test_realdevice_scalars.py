@@ -1,15 +1,25 @@
 """The real-data ``npu`` device on the scalar paths vision towers take (qwen2_vl's
 get_rope_index, Qwen3-VL's position interpolation): a tensor built from a list of device
-scalars, and a device tensor modulo a Python number, run and are recorded."""
+scalars, and a device tensor modulo a Python number, run and are recorded.
+
+One subprocess: the device takes PrivateUse1 for the process, and a fake-tensor trace run
+earlier in the same pytest process leaves its own kernels on that key."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-torch = pytest.importorskip("torch")
+HERE = Path(__file__)
 
 
-def test_a_list_of_device_scalars_and_a_modulo_by_a_number_run_on_the_device() -> None:
+def _main() -> None:
+    import torch
+
     from opcheck.tracers import realdevice
     from opcheck.tracers.device import DEVICE
     from opcheck.tracers.recorder import Recorder
@@ -23,8 +33,26 @@ def test_a_list_of_device_scalars_and_a_modulo_by_a_number_run_on_the_device() -
         made = torch.tensor([top, top - 2], device=DEVICE)
         mod = x % 3
         floor = x.float() % 2.5
-    assert made.device.type == DEVICE and made.cpu().tolist() == [8, 6]
-    assert mod.cpu().tolist() == [0, 1, 2, 0, 1, 2, 0, 1]
-    assert floor.cpu().tolist() == [0.0, 1.0, 2.0, 0.5, 1.5, 0.0, 1.0, 2.0]
-    assert "aten::remainder.Scalar" in {u.op for u in rec.sorted_ops()}
-    assert torch.tensor is tensor_fn  # the session gives torch.tensor back
+    print(json.dumps({
+        "device": made.device.type == DEVICE, "made": made.cpu().tolist(),
+        "mod": mod.cpu().tolist(), "floor": floor.cpu().tolist(),
+        "ops": sorted({u.op for u in rec.sorted_ops()}),
+        "tensor_back": torch.tensor is tensor_fn,  # the session gives torch.tensor back
+    }))
+
+
+def test_a_list_of_device_scalars_and_a_modulo_by_a_number_run_on_the_device() -> None:
+    pytest.importorskip("torch")
+    proc = subprocess.run([sys.executable, str(HERE)], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["device"] and out["made"] == [8, 6]
+    assert out["mod"] == [0, 1, 2, 0, 1, 2, 0, 1]
+    assert out["floor"] == [0.0, 1.0, 2.0, 0.5, 1.5, 0.0, 1.0, 2.0]
+    assert "aten::remainder.Scalar" in out["ops"]
+    assert out["tensor_back"]
+
+
+if __name__ == "__main__":
+    _main()
