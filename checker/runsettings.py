@@ -182,16 +182,22 @@ def ddp_findings(ddp: Mapping[str, Any], settings: Sequence[Mapping[str, Any]],
             "between devices per step", f"`bucket_cap_mb={advised:g}` ({rule.pattern})", rule))
     steps = next((s for s in settings if s.get("kind") == "steps"), {})
     accumulated = int(steps.get("accumulated", 0))
-    if accumulated and not ddp.get("no_sync"):
+    # a no_sync() block with no forward inside it changes nothing: DDP arms the all-reduce
+    # in forward (torch's no_sync docs)
+    idle = bool(ddp.get("no_sync")) and ddp.get("no_sync_forward") == 0
+    if accumulated and (not ddp.get("no_sync") or idle):
         use = transplant(rules, f"{DDP}.no_sync()")
+        what = ("no_sync() around the backward pass only" if idle else "without no_sync()")
         out.append(_finding(
-            f"DistributedDataParallel without no_sync() under gradient accumulation{built}",
+            f"DistributedDataParallel {what} under gradient accumulation{built}",
             where, 1, 1,
             f"{accumulated} backward pass{'es' if accumulated > 1 else ''} right after another "
-            "with no optimizer step between: the gradients are all-reduced after every "
-            "micro-batch, not once per step",
-            "`with model.no_sync():` around the backward passes before the last of each "
-            "accumulation", use or "DDP no_sync"))
+            "with no optimizer step between" + (": no forward ran inside no_sync(), and DDP "
+                                                "decides to all-reduce in forward" if idle
+                                                else "") +
+            ": the gradients are all-reduced after every micro-batch, not once per step",
+            "`with model.no_sync():` around the forward and backward passes before the last "
+            "of each accumulation", use or "DDP no_sync"))
     if ddp.get("find_unused_parameters") is True:
         out.append(_finding(
             f"DistributedDataParallel(find_unused_parameters=True){built}", where, 1, 1,

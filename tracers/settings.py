@@ -12,8 +12,9 @@ advisor's optimizer tips):
 - ``ddp``: each ``DistributedDataParallel`` (``bucket_cap_mb``, ``gradient_as_bucket_view``,
   ``find_unused_parameters``, ``broadcast_buffers``), recorded from its arguments before it is
   made (``built`` false when torch's wrapper was not made: ``opcheck run`` stands a
-  one-process passthrough in for it, see ``redirect``), with the ``no_sync()`` calls made
-  on it; ``steps`` (after a run with one): its backward passes, optimizer steps and
+  one-process passthrough in for it, see ``redirect``), with the ``no_sync()`` blocks entered
+  on it and the forward calls made inside them (DDP arms its all-reduce in forward: a block
+  around the backward alone syncs all the same); ``steps`` (after a run with one): its backward passes, optimizer steps and
   ``accumulated`` backward passes (one right after another with no step between: gradient
   accumulation);
 - ``compile_mode``: ``torch.npu.set_compile_mode(jit_compile=…)``;
@@ -100,6 +101,7 @@ def _ddp_row(settings: Settings, args: tuple[Any, ...], kwargs: dict[str, Any]
              ) -> dict[str, Any]:
     bound = {**dict(zip(DDP_POSITIONAL, args, strict=False)), **kwargs}
     row = {"kind": "ddp", "where": settings.where(), "built": False, "no_sync": 0,
+           "no_sync_forward": 0,
            **{k: bound.get(k, default) for k, default in DDP_ARGS.items()}}
     settings.rows.append(row)
     return row
@@ -125,12 +127,26 @@ def _ddp(settings: Settings, torch: Any) -> list[Callable[[], None]]:
             # the trace's device redirection stands a one-process passthrough in for torch's
             # class: then no wrapper was made, and the arguments are all there is
             row["built"] = ddp.__module__.startswith("torch.")
+            _safe(lambda: self.register_forward_pre_hook(forward_seen))
 
-    def ddp_no_sync(self: Any) -> Any:
+    inside: set[int] = set()  # the wrappers inside their no_sync() block now
+
+    def forward_seen(module: Any, args: Any) -> None:
+        row = module.__dict__.get("_opcheck_row")
+        if row is not None and id(module) in inside:
+            row["no_sync_forward"] += 1
+
+    @contextlib.contextmanager
+    def ddp_no_sync(self: Any) -> Iterator[Any]:
         row = self.__dict__.get("_opcheck_row")
         if row is not None:
             row["no_sync"] += 1
-        return no_sync(self)
+        inside.add(id(self))
+        try:
+            with no_sync(self) as got:
+                yield got
+        finally:
+            inside.discard(id(self))
 
     def counted_backward(*args: Any, **kwargs: Any) -> Any:
         out = backward(*args, **kwargs)

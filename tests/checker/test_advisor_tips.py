@@ -341,4 +341,8 @@ def test_ddp_findings_need_accumulation_and_a_small_bucket() -> None:
     [f] = setting_findings([built, accumulating], 3)
     assert f.op == "DistributedDataParallel without no_sync() under gradient accumulation"
     assert f.locations == ["t.py:4"] and f.source.startswith("opcheck's rule")
-    assert setting_findings([{**built, "no_sync": 4}, accumulating], 3) == []
+    assert setting_findings([{**built, "no_sync": 4, "no_sync_forward": 4}, accumulating],
+                            3) == []
+    # no_sync() around the backward alone: DDP armed the all-reduce in the forward before it
+    [idle] = setting_findings([{**built, "no_sync": 4, "no_sync_forward": 0}, accumulating], 3)
+    assert "around the backward pass only" in idle.op and "in forward" in idle.why
