@@ -14,7 +14,9 @@ strict subset of another matched rule's is dropped at a site it shares with it, 
 the other's hit replaces all its recorded ops (``gelu`` → fast_gelu inside a GeGLU). A tip is given only where the target release has the API's kernel (``npu::<name>``) on
 the target product (``opcheck.checker.tips.availability``; where the aclnn docs leave the
 product out but the kernel is an acl_op graph op older than its aclnn function, the tip is
-given and labelled inferred)
+given, labelled inferred, only with the catalog's evidence that the graph op runs on the
+product, cited: op-plugin's SoC check sending its chips to the acl_op kernel, or CANN's open
+libraries building every op type that kernel runs for its SoC; with no evidence, none)
 and its CANN is at least the rule set's CANN version.
 
 Optimizer rules (``SGD.step`` → ``torch_npu.optim.NpuFusedSGD``) are matched on the optimizer
@@ -193,11 +195,13 @@ def advisor_tips(cat: Catalog, oplist: OpList, release: ReleaseInfo, product: st
         av = availability(cat, api, release, product, releases)
         text = av.text
         if not av.ok:
-            if not (", but " in av.text and _graph_op_first(cat, release, api.op,
-                                                           releases(api.op))):
+            built = (", but " in av.text and _graph_op_first(cat, release, api.op,
+                                                             releases(api.op))
+                     and graph_op_built(cat, release, api.op, product))
+            if not built:
                 continue
-            text = (f"{av.text}; an acl_op kernel too, older than the aclnn function (inferred: "
-                    "the graph-op kernel serves the products of its time)")
+            text = (f"{av.text}; an acl_op kernel too, older than the aclnn function "
+                    f"(inferred: {built})")
         skip.add(api.name)
         tips.append({
             "pattern": f"advisor: {h.rule.pattern}", "api": api.name, "kernel": api.op,
@@ -209,6 +213,52 @@ def advisor_tips(cat: Catalog, oplist: OpList, release: ReleaseInfo, product: st
         })
     tips += optimizer_tips(oplist, rules, skip)
     return tips
+
+
+def graph_op_built(cat: Catalog, release: ReleaseInfo, op: str, product: str | None) -> str:
+    """The catalog's evidence that ``op``'s acl_op kernel runs on ``product`` at ``release``,
+    as text citing it; "" when there is none. Evidence: op-plugin's SoC check in the op's
+    op_api kernel sends the product's chips to the acl_op kernel (``kernel_soc_check``), or
+    CANN's open libraries build or configure every op type that kernel runs
+    (``op_acl_type``) for the product's SoC (``op_binary``)."""
+    from opcheck.checker.aclop import type_facts
+    from opcheck.checker.engine import SOC_OF_PRODUCT
+    from opcheck.checker.kernel_path import KernelPaths
+    from opcheck.db.aclops import types_of_ops
+
+    if not product:
+        return ""
+    paths = KernelPaths(cat)
+    checked = {rel for c in paths.checks.get(op, []) for rel in c.releases.split(",")}
+    order = [r.torch_npu for r in cat.releases]
+    at = order.index(release.torch_npu) if release.torch_npu in order else len(order)
+    # the release's own check; else the nearest release's (later ones first): the acl_op
+    # kernel it sends the chips to is the same graph op
+    near = ([release.torch_npu] if release.torch_npu in checked
+            else [*order[at + 1:], *reversed(order[:at])])
+    for rel in near:
+        info = next((r for r in cat.releases if r.torch_npu == rel), None)
+        if rel not in checked or info is None:
+            continue
+        routed = paths.acl_op_by_soc(op, info, product)
+        if routed is not None:
+            return routed.why + ("" if rel == release.torch_npu
+                                 else f" in torch_npu {rel}, the nearest release with the check")
+    soc = SOC_OF_PRODUCT.get(product)
+    rows, note = types_of_ops(cat.engine, [op], release.torch_npu).get(op, []), ""
+    if not rows:  # a release whose op-plugin pin was not read: the newest that was
+        read = {rel for r in types_of_ops(cat.engine, [op]).get(op, []) for rel in r.releases}
+        newest = next((r.torch_npu for r in reversed(cat.releases) if r.torch_npu in read), "")
+        rows = types_of_ops(cat.engine, [op], newest).get(op, []) if newest else []
+        note = f" (the op types of torch_npu {newest}'s acl_op kernel)"
+    types = sorted({r.op_type for r in rows})
+    if soc is None or not types:
+        return ""
+    facts = type_facts(cat, types, soc, release.cann)
+    if any(facts[t].kernel != "binary" for t in types):
+        return ""
+    return "; ".join(f"CANN's open libraries build {t} for {soc} ({facts[t].basis})"
+                     for t in types) + note
 
 
 def _graph_op_first(cat: Catalog, release: ReleaseInfo, op: str, rels: Sequence[str]) -> bool:

@@ -266,6 +266,18 @@ class KernelPaths:
                             f"unsupported", link, base.inferred, c.fallback)
         return base
 
+    def acl_op_by_soc(self, op: str, release: ReleaseInfo, product: str) -> Decision | None:
+        """op-plugin's SoC check in ``op``'s op_api kernel that sends every chip of
+        ``product`` to its acl_op kernel at ``release``; None when no check does."""
+        rules = self.rules_for(release)
+        if rules is None or product not in _PRODUCT_SOCS:
+            return None
+        socs = [s for s in rules.enum if _PRODUCT_SOCS[product].fullmatch(s)]
+        if not socs:
+            return None
+        d = self._soc_fallback(op, rules, socs, Decision(product, "", ""))
+        return d if d.fallback.startswith("acl_op::") else None
+
     def per_call(self, use: OpUse, release: ReleaseInfo,
                  base: Decision) -> tuple[Decision, Restriction | None]:
         """op-plugin's per-call fallback where the aclnn foreach kernel would run: the calls

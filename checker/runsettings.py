@@ -2,7 +2,9 @@
 ``opcheck.tracers.settings``), as speed findings at the script's lines, each with the rule it
 follows: the vendor profiling advisor's (msprof-analyze, Ascend/mstt ``advisor/rules/``:
 ``dataloader.yaml``, ``sync_batchnorm.yaml``, ``environment_variable_info.yaml``, its
-synchronize and anomaly checks) and torch_npu's.
+synchronize and anomaly checks), the migration tool's (msTransplant,
+``precision_performance_advice.json``: DistributedDataParallel's ``bucket_cap_mb`` and
+``no_sync()``, ``non_blocking`` copies, anomaly detection) and torch_npu's.
 
 Also the cause of host syncs no user line made (the sync ran inside torch: anomaly mode's NaN
 checks, GradScaler's inf check, SyncBatchNorm's statistics), named from the settings the run
@@ -16,6 +18,12 @@ from typing import Any
 
 from opcheck.checker.speed import SpeedFinding
 from opcheck.db.advisor import AdvisorRule
+from opcheck.scrapers.transplant_advice import KIND_PREFIX as TRANSPLANT_KIND
+from opcheck.scrapers.transplant_advice import PARAM_API
+
+DDP = "torch.nn.parallel.DistributedDataParallel"
+# torch's default bucket size (MB) when bucket_cap_mb is not given
+DDP_BUCKET_MB = 25
 
 RULES = "https://github.com/Ascend/mstt/blob/master/profiler/msprof_analyze/advisor/rules/"
 KIND = "setting"
@@ -67,10 +75,18 @@ def cite(rules: Iterable[AdvisorRule], key: str) -> AdvisorRule | None:
     return None
 
 
+def transplant(rules: Iterable[AdvisorRule], api: str) -> AdvisorRule | None:
+    """The migration tool's advice row keyed by ``api`` (``TRANSPLANT_KIND`` rows)."""
+    return next((r for r in rules if r.kind.startswith(TRANSPLANT_KIND) and r.api == api),
+                None)
+
+
 def _finding(what: str, where: str, count: int, steps: int, why: str, instead: str,
              rule: str | AdvisorRule | None, *, inferred: bool = False) -> SpeedFinding:
     per = round(count / steps, 2) if steps > 1 else float(count)
-    if isinstance(rule, AdvisorRule):  # the catalog's row: its file and line
+    if isinstance(rule, AdvisorRule) and rule.kind.startswith(TRANSPLANT_KIND):
+        source, link = f"migration tool (msTransplant) advice {rule.path}:{rule.line}", rule.url
+    elif isinstance(rule, AdvisorRule):  # the catalog's row: its file and line
         source, link = f"profiling advisor rule {rule.path}:{rule.line}", rule.url
     elif rule and rule.endswith(".yaml"):  # a catalog without the advisor's rule files
         source, link = f"profiling advisor rule {rule}", RULES + rule
@@ -104,7 +120,8 @@ def setting_findings(settings: Sequence[Mapping[str, Any]], steps: int,
                 "Tensor.to(device) without non_blocking", where, n, steps,
                 "each host-to-device copy blocks the host until it is done",
                 "`x.to(device, non_blocking=True)` with a pinned-memory DataLoader "
-                "(`pin_memory=True`)", "blocking copies"))
+                "(`pin_memory=True`)", transplant(rules, "to(non_blocking=True)")
+                or "blocking copies"))
         elif kind == "anomaly":
             out.append(_finding(
                 _anomaly_call(str(s.get("api", "torch.autograd.set_detect_anomaly"))), where,
@@ -112,7 +129,9 @@ def setting_findings(settings: Sequence[Mapping[str, Any]], steps: int,
                 "anomaly mode checks every backward output for NaN on the host (a host sync "
                 "per autograd function) and records a traceback per forward op",
                 "turn it off outside debugging (`torch.autograd.set_detect_anomaly(False)`)",
-                "anomaly detection"))
+                transplant(rules, str(s.get("api", ""))) or "anomaly detection"))
+        elif kind == "ddp":
+            out += ddp_findings(s, settings, rules)
         elif kind == "sync_batchnorm":
             n = int(s.get("count", 1))
             out.append(_finding(
@@ -128,6 +147,64 @@ def setting_findings(settings: Sequence[Mapping[str, Any]], steps: int,
                 rule = cite(rules, str(s["name"]))
                 out.append(_finding(f"{s['name']}={s.get('value')}", where, 1, 1, why,
                                     instead, rule or "environment_variable_info.yaml"))
+    return out
+
+
+def _bucket_rule(rules: Sequence[AdvisorRule]) -> tuple[AdvisorRule | None, float | None]:
+    """The advice's bucket size for DDP (its row and value), if the catalog has it."""
+    for r in rules:
+        m = PARAM_API.match(r.api) if r.kind.startswith(TRANSPLANT_KIND) else None
+        if m and m["api"] == DDP and m["name"] == "bucket_cap_mb" and m["op"] == "=":
+            try:
+                return r, float(m["value"])
+            except ValueError:
+                return None, None
+    return None, None
+
+
+def ddp_findings(ddp: Mapping[str, Any], settings: Sequence[Mapping[str, Any]],
+                 rules: Sequence[AdvisorRule]) -> list[SpeedFinding]:
+    """DistributedDataParallel's settings that cost time, at the line that made it: a bucket
+    smaller than the migration tool's advice, gradients all-reduced on every micro-batch of
+    an accumulation (a backward pass right after another with no optimizer step between, and no
+``no_sync()``), and
+    ``find_unused_parameters=True`` (torch's DDP docs: a traversal of the graph every
+    iteration)."""
+    where, out = str(ddp.get("where", "")), []
+    built = "" if ddp.get("built") else " (recorded from its arguments: not made in the trace)"
+    rule, advised = _bucket_rule(rules)
+    cap = ddp.get("bucket_cap_mb")
+    size = float(cap) if isinstance(cap, (int, float)) else float(DDP_BUCKET_MB)
+    if rule is not None and advised is not None and size < advised:
+        out.append(_finding(
+            f"DistributedDataParallel(bucket_cap_mb={cap}){built}", where, 1, 1,
+            f"gradients are all-reduced in {size:g} MB buckets: many small collectives "
+            "between devices per step", f"`bucket_cap_mb={advised:g}` ({rule.pattern})", rule))
+    steps = next((s for s in settings if s.get("kind") == "steps"), {})
+    accumulated = int(steps.get("accumulated", 0))
+    # a no_sync() block with no forward inside it changes nothing: DDP arms the all-reduce
+    # in forward (torch's no_sync docs)
+    idle = bool(ddp.get("no_sync")) and ddp.get("no_sync_forward") == 0
+    if accumulated and (not ddp.get("no_sync") or idle):
+        use = transplant(rules, f"{DDP}.no_sync()")
+        what = ("no_sync() around the backward pass only" if idle else "without no_sync()")
+        out.append(_finding(
+            f"DistributedDataParallel {what} under gradient accumulation{built}",
+            where, 1, 1,
+            f"{accumulated} backward pass{'es' if accumulated > 1 else ''} right after another "
+            "with no optimizer step between" + (": no forward ran inside no_sync(), and DDP "
+                                                "decides to all-reduce in forward" if idle
+                                                else "") +
+            ": the gradients are all-reduced after every micro-batch, not once per step",
+            "`with model.no_sync():` around the forward and backward passes before the last "
+            "of each accumulation", use or "DDP no_sync"))
+    if ddp.get("find_unused_parameters") is True:
+        out.append(_finding(
+            f"DistributedDataParallel(find_unused_parameters=True){built}", where, 1, 1,
+            "the autograd graph is traversed from the outputs every iteration to find the "
+            "parameters without gradients", "`find_unused_parameters=False` when every "
+            "parameter gets a gradient (torch's DistributedDataParallel docs)",
+            "DDP find_unused_parameters"))
     return out
 
 

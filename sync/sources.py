@@ -153,10 +153,14 @@ class MirrorSource:
 
 
 class MirrorsSource:
-    """Several mirror directories, resolved per upstream repository: the first mirror that has
-    a repository's directory (``github/OWNER/REPO``, ``pypi/PACKAGE``, or a top-level file such
-    as ``releases.tsv``) answers every path of it, so the files of one repository never mix
-    across mirrors (a small project mirror adds the repositories the shared one lacks)."""
+    """Several mirror directories, resolved per pinned ref: the first mirror that has a ref's
+    directory (``github/OWNER/REPO/REF``; ``pypi/PACKAGE``, or a top-level file such as
+    ``releases.tsv``) answers every path below it, so the files of one commit never mix across
+    mirrors, and two mirrors holding one repository at different commits both serve (the
+    shared mirror's tags, a small project mirror's pins of the same repository).
+
+    A repository's list of refs is the first holding mirror's (the refs a sync enumerates,
+    a release's tags, stay one mirror's; a later mirror's ref is read only when asked for)."""
 
     def __init__(self, roots: Sequence[Path]) -> None:
         if not roots:
@@ -167,9 +171,13 @@ class MirrorsSource:
 
     @staticmethod
     def unit(path: str) -> str | None:
-        """The repository (or top-level file) a path belongs to; None above that level."""
+        """The ref (or package, or top-level file) a path belongs to; below a repository's
+        ref, the repository itself; None above that level."""
         parts = clean_path(path).split("/") if path.strip("/") else []
-        depth = 3 if parts and parts[0] == "github" else 2 if parts and parts[0] == "pypi" else 1
+        if parts and parts[0] == "github":
+            return "/".join(parts[:4]) if len(parts) >= 4 else (
+                "/".join(parts) if len(parts) == 3 else None)
+        depth = 2 if parts and parts[0] == "pypi" else 1
         return "/".join(parts[:depth]) if len(parts) >= depth else None
 
     def _mirror(self, unit: str) -> MirrorSource | None:

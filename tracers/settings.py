@@ -9,6 +9,14 @@ advisor's optimizer tips):
 - ``anomaly``: ``torch.autograd.set_detect_anomaly(True)`` / ``detect_anomaly()``;
 - ``sync_batchnorm``: ``nn.SyncBatchNorm`` layers (``convert_sync_batchnorm``), counted;
 - ``grad_scaler``: an AMP ``GradScaler``;
+- ``ddp``: each ``DistributedDataParallel`` (``bucket_cap_mb``, ``gradient_as_bucket_view``,
+  ``find_unused_parameters``, ``broadcast_buffers``), recorded from its arguments before it is
+  made (``built`` false when torch's wrapper was not made: ``opcheck run`` stands a
+  one-process passthrough in for it, see ``redirect``), with the ``no_sync()`` blocks entered
+  on it and the forward calls made inside them (DDP arms its all-reduce in forward: a block
+  around the backward alone syncs all the same); ``steps`` (after a run with one): its backward passes, optimizer steps and
+  ``accumulated`` backward passes (one right after another with no step between: gradient
+  accumulation);
 - ``compile_mode``: ``torch.npu.set_compile_mode(jit_compile=…)``;
 - ``env``: the Ascend environment variables the script starts with and the ones it writes
   (``os.environ[...] = ...``).
@@ -79,6 +87,94 @@ def _device_target(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     return text.startswith(("npu", "cuda"))
 
 
+# DistributedDataParallel's parameters the advice reads, with torch's defaults
+DDP_ARGS = {"bucket_cap_mb": None, "find_unused_parameters": False, "broadcast_buffers": True,
+            "gradient_as_bucket_view": False}
+
+# DistributedDataParallel's leading parameters in torch's order (positional calls name them)
+DDP_POSITIONAL = ("module", "device_ids", "output_device", "dim", "broadcast_buffers",
+                  "process_group", "bucket_cap_mb", "find_unused_parameters", "check_reduction",
+                  "gradient_as_bucket_view")
+
+
+def _ddp_row(settings: Settings, args: tuple[Any, ...], kwargs: dict[str, Any]
+             ) -> dict[str, Any]:
+    bound = {**dict(zip(DDP_POSITIONAL, args, strict=False)), **kwargs}
+    row = {"kind": "ddp", "where": settings.where(), "built": False, "no_sync": 0,
+           "no_sync_forward": 0,
+           **{k: bound.get(k, default) for k, default in DDP_ARGS.items()}}
+    settings.rows.append(row)
+    return row
+
+
+def _ddp(settings: Settings, torch: Any) -> list[Callable[[], None]]:
+    """Record each DistributedDataParallel before it is made (its arguments are what the advice
+    reads, whether or not the wrapper can be made), its ``no_sync()`` uses, and the run's
+    backward passes and optimizer steps."""
+    ddp = torch.nn.parallel.DistributedDataParallel
+    init, no_sync, backward = ddp.__init__, ddp.no_sync, torch.autograd.backward
+    # accumulated: backward passes right after another with no optimizer step between (a
+    # sequence, so loops the budget shortens do not blur it as totals would)
+    counts = {"backward": 0, "optimizer_step": 0, "accumulated": 0}
+    last = [""]
+
+    def ddp_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        row: dict[str, Any] | None = None
+        with contextlib.suppress(Exception):  # never break the script
+            row = self.__dict__["_opcheck_row"] = _ddp_row(settings, args, kwargs)
+        init(self, *args, **kwargs)
+        if row is not None:
+            # the trace's device redirection stands a one-process passthrough in for torch's
+            # class: then no wrapper was made, and the arguments are all there is
+            row["built"] = ddp.__module__.startswith("torch.")
+            _safe(lambda: self.register_forward_pre_hook(forward_seen))
+
+    inside: set[int] = set()  # the wrappers inside their no_sync() block now
+
+    def forward_seen(module: Any, args: Any) -> None:
+        row = module.__dict__.get("_opcheck_row")
+        if row is not None and id(module) in inside:
+            row["no_sync_forward"] += 1
+
+    @contextlib.contextmanager
+    def ddp_no_sync(self: Any) -> Iterator[Any]:
+        row = self.__dict__.get("_opcheck_row")
+        if row is not None:
+            row["no_sync"] += 1
+        inside.add(id(self))
+        try:
+            with no_sync(self) as got:
+                yield got
+        finally:
+            inside.discard(id(self))
+
+    def counted_backward(*args: Any, **kwargs: Any) -> Any:
+        out = backward(*args, **kwargs)
+        counts["backward"] += 1
+        counts["accumulated"] += last[0] == "backward"
+        last[0] = "backward"
+        return out
+
+    def stepped(opt: Any, args: Any, kwargs: Any) -> None:
+        counts["optimizer_step"] += 1
+        last[0] = "step"
+
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    handle = register_optimizer_step_post_hook(stepped)
+    ddp.__init__, ddp.no_sync = ddp_init, ddp_no_sync
+    torch.autograd.backward = counted_backward
+
+    def undo() -> None:
+        ddp.__init__, ddp.no_sync = init, no_sync
+        torch.autograd.backward = backward
+        handle.remove()
+        if any(r.get("kind") == "ddp" for r in settings.rows):
+            settings.rows.append({"kind": "steps", "where": "", **counts})
+
+    return [undo]
+
+
 @contextlib.contextmanager
 def recording(settings: Settings) -> Iterator[Settings]:
     """Record into ``settings`` while the block runs (the wrappers are removed after)."""
@@ -107,6 +203,7 @@ def recording(settings: Settings) -> Iterator[Settings]:
     undo.append(_wrap_init(torch.autograd.anomaly_mode.detect_anomaly,
                            lambda s, a, k: settings.count("anomaly",
                                                           api="torch.autograd.detect_anomaly")))
+    undo += _ddp(settings, torch)
     undo.append(_wrap_init(torch.nn.SyncBatchNorm,
                            lambda s, a, k: settings.count("sync_batchnorm")))
     for scaler in {getattr(torch.amp, "GradScaler", None),

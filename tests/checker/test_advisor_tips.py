@@ -283,3 +283,66 @@ def test_a_linear_layers_own_transpose_and_view_are_no_confusion_transpose() -> 
                OpUse("aten::view", 1, locations=["m.py:6"])]
     [hit] = match_chains(OpList("m", "runtime", "", ops=inside + written), [rule])
     assert hit.lines == ["m.py:6"]
+
+
+def _ddp_run(cat: Catalog, name: str) -> Any:
+    from opcheck.checker.usecase import CheckRequest, CheckUseCase, Recorded
+    from opcheck.tracers.script import run_script
+
+    uc = CheckUseCase(cat)
+    run = run_script(SCRIPTS / name, max_steps=3, timeout=240, memory_mb=4096,
+                     composites=uc.composites())
+    report = uc.run(CheckRequest(Recorded(run.oplist), torch_npu="2.7.1.post2",
+                                 hardware="910B")).report
+    assert report.speed is not None
+    return {f["op"]: f for f in report.speed["findings"] if f["kind"] == "setting"}
+
+
+@pytest.mark.torch
+def test_ddp_settings_at_the_line_that_wraps_the_model(cat: Catalog) -> None:
+    from opcheck.scrapers.transplant_advice import PATH
+
+    script = SCRIPTS / "train_ddp.py"
+    found = _ddp_run(cat, "train_ddp.py")
+    ddp = {k: f for k, f in found.items() if k.startswith("DistributedDataParallel")}
+    # the trace stands a one-process passthrough in for DDP: the findings say they come from
+    # the call's arguments
+    assert len(ddp) == 3 and all("not made in the trace" in k for k in ddp)
+    for f in ddp.values():
+        assert _at(f["locations"]) == [_line(script, "model = DDP(")]
+    bucket = next(f for k, f in ddp.items() if "bucket_cap_mb=None" in k)
+    accumulate = next(f for k, f in ddp.items() if "no_sync" in k)
+    unused = next(f for k, f in ddp.items() if "find_unused_parameters=True" in k)
+    # the migration tool's advice, cited at its file and line; the line holds the key
+    for f, key in ((bucket, '"bucket_cap_mb"'), (accumulate, '"no_sync"')):
+        assert f["source"].startswith(f"migration tool (msTransplant) advice {PATH}:")
+        line = int(f["source"].rsplit(":", 1)[1])
+        [advice] = (FIXTURES / "mirror").glob(f"github/Ascend/mstt/*/{PATH}")
+        assert key in advice.read_text(encoding="utf-8").splitlines()[line - 1]
+        assert f["link"].endswith(f"#L{line}")
+    assert "25 MB" in bucket["why"] and "bucket_cap_mb=500" in bucket["instead"]
+    assert "no optimizer step between" in accumulate["why"]
+    assert unused["source"].startswith("opcheck's rule")
+    # the advice taken: a 500 MB bucket, no_sync() around the accumulating passes
+    taken = _ddp_run(cat, "train_ddp_no_sync.py")
+    assert [k for k in taken if k.startswith("DistributedDataParallel")] == []
+
+
+def test_ddp_findings_need_accumulation_and_a_small_bucket() -> None:
+    from opcheck.checker.runsettings import setting_findings
+
+    built = {"kind": "ddp", "where": "t.py:4", "built": True, "no_sync": 0,
+             "bucket_cap_mb": None, "find_unused_parameters": False}
+    one_per_step = {"kind": "steps", "where": "", "backward": 3, "optimizer_step": 3,
+                    "accumulated": 0}
+    # no catalog rule for the bucket, one backward per step, no unused-parameter search
+    assert setting_findings([built, one_per_step], 3) == []
+    accumulating = {**one_per_step, "accumulated": 2}
+    [f] = setting_findings([built, accumulating], 3)
+    assert f.op == "DistributedDataParallel without no_sync() under gradient accumulation"
+    assert f.locations == ["t.py:4"] and f.source.startswith("opcheck's rule")
+    assert setting_findings([{**built, "no_sync": 4, "no_sync_forward": 4}, accumulating],
+                            3) == []
+    # no_sync() around the backward alone: DDP armed the all-reduce in the forward before it
+    [idle] = setting_findings([{**built, "no_sync": 4, "no_sync_forward": 0}, accumulating], 3)
+    assert "around the backward pass only" in idle.op and "in forward" in idle.why

@@ -216,12 +216,25 @@ def test_no_tip_where_the_api_does_not_exist(llama: OpList, cat: Catalog,
     assert old_chip.speed is not None
     assert {t["api"] for t in old_chip.speed["tips"]
             if not t["pattern"].startswith("advisor:")} & set(LLAMA_APIS.values()) == set()
-    # the advisor's rules may still name an acl_op graph kernel older than the aclnn function
-    # there: labelled inferred, never as documented for the product
-    for t in old_chip.speed["tips"]:
-        if t["api"] in LLAMA_APIS.values():
-            assert t["pattern"].startswith("advisor:")
-            assert "older than the aclnn function" in t["availability"]
+    # the advisor's rules may name an acl_op graph kernel older than the aclnn function: a
+    # tip only with the catalog's evidence that it runs on 910A (op-plugin's SoC check
+    # sending 910A's chips to it, or CANN's open libraries building its op types for
+    # ascend910), cited, labelled inferred; none without it
+    from opcheck.checker.advisor import graph_op_built
+
+    release = next(r for r in cat.releases if r.torch_npu == newest)
+    given = {t["api"]: t for t in old_chip.speed["tips"] if t["api"] in LLAMA_APIS.values()}
+    evidence = {api: graph_op_built(cat, release, "npu::" + api.rsplit(".", 1)[1], "910A")
+                for api in LLAMA_APIS.values()}
+    assert set(given) <= {api for api, e in evidence.items() if e}
+    # op-plugin sends 910A (soc < Ascend910B1) to npu_rotary_mul's acl_op kernel: its tip stays
+    assert "torch_npu.npu_rotary_mul" in given
+    for api, t in given.items():
+        assert t["pattern"].startswith("advisor:") and t["inferred"]
+        assert "older than the aclnn function" in t["availability"]
+        assert evidence[api] in t["availability"]
+        assert ("ascend910 " in evidence[api] and "sources" in evidence[api]) or (
+            "calls acl_op::" in evidence[api] and ".cpp:" in evidence[api])
     # a release from before the kernels: none of them
     lacking = next(r.torch_npu for r in cat.releases if r.has_kernels
                    and not any(cat.kernel_facts(r.torch_npu, op) for op in (
