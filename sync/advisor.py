@@ -12,6 +12,9 @@ checker then has no advisor rules (no fused-op tips from them), and says so.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from opcheck.core.errors import OpcheckError
 from opcheck.db.data import AdvisorRuleRec
 from opcheck.scrapers import advisor, advisor_checks, transplant_advice
@@ -34,18 +37,13 @@ class AdvisorRules:
 
     def collect(self, ctx: SyncContext) -> None:
         ctx.progress("advisor rules")
-        if not ctx.source.exists(RULES):
-            ctx.notes.append(f"advisor: no {RULES} in the source: the profiling advisor's "
-                             "fused-op and fused-optimizer rules are not in the catalog")
-            self._transplant(ctx)
+        got = _read(ctx, RULES, advisor.parse, by_origin=False,
+                    missing="the profiling advisor's fused-op and fused-optimizer rules are")
+        if got is None:
+            if not ctx.source.exists(RULES):
+                self._transplant(ctx)
             return
-        try:
-            got, sid = ctx.fetch(RULES, self.name)
-            rows = ctx.parsed(got, advisor.parse)
-        except OpcheckError as exc:
-            ctx.failures.append(str(exc))
-            return
-        ctx.count(sid, len(rows))
+        rows, sid = got
         url = f"https://github.com/Ascend/mstt/blob/{PIN}/{advisor.PATH}"
         ctx.data.advisor_rules = [
             AdvisorRuleRec(kind=r.kind, api=r.api, pattern=r.pattern, cann=r.cann, torch=r.torch,
@@ -57,40 +55,45 @@ class AdvisorRules:
         self._transplant(ctx)
 
     def _transplant(self, ctx: SyncContext) -> None:
-        if not ctx.source.exists(TRANSPLANT):
-            ctx.notes.append(f"advisor: no {TRANSPLANT} in the source: the migration tool's "
-                             "precision and performance advice is not in the catalog")
+        got = _read(ctx, TRANSPLANT, transplant_advice.parse,
+                    missing="the migration tool's precision and performance advice is")
+        if got is None:
             return
-        try:
-            got, sid = ctx.fetch(TRANSPLANT, self.name)
-            rows = ctx.parsed(got, transplant_advice.parse, by_origin=True)
-        except OpcheckError as exc:
-            ctx.failures.append(str(exc))
-            return
-        ctx.count(sid, len(rows))
+        rows, sid = got
         url = f"https://github.com/Ascend/mstt/blob/{TRANSPLANT_PIN}/{transplant_advice.PATH}"
         ctx.data.advisor_rules += [
-            AdvisorRuleRec(kind=transplant_advice.KIND_PREFIX + r.kind, api=r.api, pattern=r.pattern, cann="",
-                           torch="", path=transplant_advice.PATH, line=r.line,
-                           url=f"{url}#L{r.line}", source_id=sid)
+            AdvisorRuleRec(kind=transplant_advice.KIND_PREFIX + r.kind, api=r.api,
+                           pattern=r.pattern, cann="", torch="", path=transplant_advice.PATH,
+                           line=r.line, url=f"{url}#L{r.line}", source_id=sid)
             for r in rows
         ]
 
     def _checks(self, ctx: SyncContext, path: str) -> None:
-        full = f"{MSTT}/{PIN}/{path}"
-        if not ctx.source.exists(full):
-            ctx.notes.append(f"advisor: no {full} in the source: its rules are not in the catalog")
+        got = _read(ctx, f"{MSTT}/{PIN}/{path}", advisor_checks.PARSERS[path],
+                    missing="its rules are")
+        if got is None:
             return
-        try:
-            got, sid = ctx.fetch(full, self.name)
-            rows = ctx.parsed(got, advisor_checks.PARSERS[path], by_origin=True)
-        except OpcheckError as exc:
-            ctx.failures.append(str(exc))
-            return
-        ctx.count(sid, len(rows))
+        rows, sid = got
         url = f"https://github.com/Ascend/mstt/blob/{PIN}/{path}"
         ctx.data.advisor_rules += [
             AdvisorRuleRec(kind=r.kind, api=r.api, pattern=r.pattern, cann=r.cann, torch="",
                            path=path, line=r.line, url=f"{url}#L{r.line}", source_id=sid)
             for r in rows
         ]
+
+
+def _read(ctx: SyncContext, full: str, parser: Callable[..., list[Any]], *, missing: str,
+          by_origin: bool = True) -> tuple[list[Any], int] | None:
+    """The rows of one pinned file and its source id; None (with a note when the source lacks
+    the file, a failure when it does not parse) when there are none to add."""
+    if not ctx.source.exists(full):
+        ctx.notes.append(f"advisor: no {full} in the source: {missing} not in the catalog")
+        return None
+    try:
+        got, sid = ctx.fetch(full, "advisor")
+        rows = ctx.parsed(got, parser, by_origin=by_origin)
+    except OpcheckError as exc:
+        ctx.failures.append(str(exc))
+        return None
+    ctx.count(sid, len(rows))
+    return rows, sid
