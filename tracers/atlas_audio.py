@@ -258,7 +258,9 @@ def _slots(
             with_wave = any(_kind(model, n) == "wave" for n in wanted)
             clip = wave_length(cfgs, hints.multiple) // hop(cfgs) if with_wave else None
             slots[name] = feature_candidates(cfgs, hints.sizes, clip if clip and clip > 1 else None)
-        elif kind == "latents":
+        elif kind == "latents" and name not in kwargs:
+            # ``hidden_states`` made by another convention (a vision tower's flattened
+            # patches) is that convention's; only a latent input nothing else made is a codec's
             slots[name] = latent_candidates(cfgs, hints.multiple)
     for name in ID_NAMES:
         if name in kwargs and _codebooks(cfgs):

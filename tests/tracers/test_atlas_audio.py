@@ -163,3 +163,22 @@ def test_features_beside_a_waveform_have_one_frame_per_codec_frame() -> None:
                                atlas_audio.Hints())  # fmt: skip
     frames_first = [v["x"] for desc, v in slots["input_features"] if "frames, 160" in desc]
     assert frames_first and frames_first[0].shape[1] == atlas_audio.wave_length([cfg]) // 320
+
+
+class _PatchTower(torch.nn.Module):
+    main_input_name = "hidden_states"
+
+    def forward(self, hidden_states: Any, grid_thw: Any) -> Any:
+        return hidden_states
+
+
+def test_hidden_states_made_by_another_convention_are_left_alone() -> None:
+    # a Qwen-VL style tower's flattened patches share the name of a codec decoder's latents:
+    # made by the patch convention, they are not audio; missing, they are a codec's latents
+    patches = torch.randn(16, 1176)
+    made = {"hidden_states": patches, "grid_thw": torch.tensor([[1, 4, 4]])}
+    kwargs, left = _fit(_PatchTower(), [SimpleNamespace(patch_size=14)], made)
+    assert kwargs["hidden_states"] is patches and left == []
+    codec = [SimpleNamespace(hidden_size=8, hop_length=320)]
+    kwargs, left = _fit(_PatchTower(), codec, {"grid_thw": made["grid_thw"]}, ["hidden_states"])
+    assert left == [] and kwargs["hidden_states"].shape != patches.shape
