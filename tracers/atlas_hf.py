@@ -19,7 +19,6 @@ from opcheck.tracers.atlas_inputs import (
     fit_image_batch,
     fit_image_tokens,
     fit_placeholder_ids,
-    fit_rope_sections,
     fit_tower_widths,
     fit_vocab,
     modal_inputs,
@@ -280,7 +279,6 @@ def make_config(model_type: str, level: int) -> Any:
     fit_vocab(_subconfigs(cfg))
     fit_image_tokens(_subconfigs(cfg))
     fit_tower_widths(cfg)
-    fit_rope_sections(_subconfigs(cfg))
     for c in _subconfigs(cfg):
         if "use_cache" in vars(c):
             c.use_cache = False  # a forward without a cache: one op list, no cache classes

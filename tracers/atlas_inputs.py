@@ -135,24 +135,6 @@ def fit_tower_widths(cfg: Any) -> None:
             sub.hidden_size = width
 
 
-def fit_rope_sections(cfgs: Iterable[Any]) -> None:
-    """Multimodal RoPE sections (``mrope_section``: temporal, height, width) summing to half
-    the head width again after the widths were narrowed, in the same proportions."""
-    for c in cfgs:
-        d = vars(c)
-        rope = d.get("rope_parameters") or d.get("rope_scaling")
-        sections = rope.get("mrope_section") if isinstance(rope, dict) else None
-        hidden, heads = d.get("hidden_size"), d.get("num_attention_heads")
-        if not isinstance(sections, list) or not isinstance(hidden, int) or not heads:
-            continue
-        head = d.get("head_dim") if isinstance(d.get("head_dim"), int) else hidden // heads
-        half, total = head // 2, sum(sections)
-        if total and total != half:
-            scaled = [s * half // total for s in sections]
-            scaled[0] += half - sum(scaled)
-            rope["mrope_section"] = scaled
-
-
 def sub_configs(cfg: Any, word: str) -> list[Any]:
     """The sub-configs named after a modality (``vision_config``, ``audio_config``...) first,
     then the config itself: a tower's sizes live in its own config."""
