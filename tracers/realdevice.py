@@ -98,7 +98,7 @@ class Session:
         else:
             self._tops.append(self._tops[-1])
             names = self._names.get(id(self._tops[0]), {})
-        rec.module_stack.append(names.get(id(mod)) or type(mod).__name__)
+        rec.enter_module(names.get(id(mod)), type(mod).__name__)
 
     def _post(self, mod: Any, _args: Any, _out: Any) -> None:
         if self._tops:

@@ -76,6 +76,14 @@ class Recorder:
         # kept in the value, so an id reused after they are freed never matches
         self._memo: dict[tuple[Any, ...], tuple[Any, Any, Any, OpUse, Signature | None]] = {}
 
+    def enter_module(self, name: str | None, kind: str) -> None:
+        """Push the module path of a module's forward: its name in the traced model, else (a
+        module made outside the model's tree, e.g. the ``kernels`` hub wrapping a function in
+        a module of its own) its class under the module that called it, so its ops stay
+        inside the caller's path."""
+        stack = self.module_stack
+        stack.append(name or (f"{stack[-1]}.{kind}" if stack else kind))
+
     def user_frame(self) -> Any:
         """Innermost frame outside torch and opcheck's tracer: the user's call site."""
         return self._user_frame(sys._getframe(1))

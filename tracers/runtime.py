@@ -62,7 +62,7 @@ def _module_hooks(model: Any, recorder: Recorder) -> list[Any]:
     names = {id(m): n for n, m in model.named_modules()}
 
     def pre(mod: Any, _args: Any) -> None:
-        recorder.module_stack.append(names.get(id(mod)) or type(mod).__name__)
+        recorder.enter_module(names.get(id(mod)), type(mod).__name__)
 
     def post(mod: Any, _args: Any, _out: Any) -> None:
         if recorder.module_stack:
