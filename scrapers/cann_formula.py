@@ -405,6 +405,9 @@ def formula_dumps(f: Formula) -> str:
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
 
 
+# The catalog stores one formula per launch site and many sites share one (a check reads ~260
+# site rows holding ~110 distinct formulas); formulas are frozen, so a parse is shared.
+@lru_cache(maxsize=8192)
 def formula_loads(text: str) -> Formula:
     try:
         doc = json.loads(text)

@@ -108,3 +108,25 @@ def test_only_temp_files_of_dead_builds_are_removed(tmp_path: Path) -> None:
     removed = engine.remove_stale_temp_files(target)
     assert sorted(p.name for p in removed) == sorted(names[:2])
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[2:])
+
+
+def test_the_snapshot_digest_is_remembered_until_a_file_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    (snap / "a.tsv").write_text("x\t1\n", encoding="utf-8")
+    (snap / "b.tsv").write_text("y\t2\n", encoding="utf-8")
+    first = engine.snapshot_digest(snap)
+    reads: list[Path] = []
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda p: reads.append(p) or real(p))
+    assert engine.snapshot_digest(snap) == first
+    assert reads == []  # answered from the cache: no file read again
+    (snap / "b.tsv").write_text("y\t3\n", encoding="utf-8")  # same size, new content
+    os.utime(snap / "b.tsv", ns=(1, 1))
+    changed = engine.snapshot_digest(snap)
+    assert changed != first and len(reads) == 2
+    # the memo holds nothing the digest depends on: a fresh cache gives the same answer
+    monkeypatch.setenv("OPCHECK_CACHE_DIR", str(tmp_path / "other"))
+    assert engine.snapshot_digest(snap) == changed
