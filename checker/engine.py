@@ -144,13 +144,17 @@ def decide(aclnn: str, sites: Sequence[EngineSite], call: Call,
     core_f = f_or(*(s.condition for s in core))
     verdict = holds(cpu_f, call)
     # per launch, Kleene truth is enough (a superset of the reachable ones); the verdict
-    # below tries undecided atoms both ways
-    out.aicore_ops = sorted({s.op_type for s in core if evaluate(s.condition, call) is not False})
-    reachable = [s for s in cpu if evaluate(s.condition, call) is not False]
+    # below tries undecided atoms both ways. Sites share conditions: each is evaluated once.
+    truth: dict[int, bool | None] = {}
+    for s in sites:
+        if id(s.condition) not in truth:
+            truth[id(s.condition)] = evaluate(s.condition, call)
+    out.aicore_ops = sorted({s.op_type for s in core if truth[id(s.condition)] is not False})
+    reachable = [s for s in cpu if truth[id(s.condition)] is not False]
     # cite first the launches the call surely reaches, and among them the function's own op
     # type (aclnnCos → Cos) before the copies and casts around it
     name = aclnn.removeprefix("aclnn").lower()
-    reachable.sort(key=lambda s: (evaluate(s.condition, call) is not True,
+    reachable.sort(key=lambda s: (truth[id(s.condition)] is not True,
                                   not name.startswith(s.op_type.lower())))
     out.aicpu_ops = sorted({s.op_type for s in reachable})
     out.launch = [Cite(f"{s.op_type} (AI CPU)", s.launch, _url(s.launch, urls))
