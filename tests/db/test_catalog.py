@@ -127,3 +127,18 @@ def test_history_and_diffs(catalog: Catalog) -> None:
     assert missing_in_release(catalog, "2.1.0.post17") == ["aten::_sparse_sum_backward",
                                                            "aten::isin.Tensor_Tensor",
                                                            "aten::isin.Tensor_Tensor_out"]
+
+
+
+@pytest.mark.parametrize("source", [None, "wheel", "op_plugin", "none"])
+def test_registered_ops_leaves_out_the_releases_of_a_source(tmp_path: Path,
+                                                             source: str | None) -> None:
+    data = small_catalog()
+    # isin only in an op_plugin release: leaving out op_plugin releases must drop it
+    isin = "aten::isin.Tensor_Tensor_out"
+    data.kernels = [k for k in data.kernels if not (k.op == isin and k.release == "2.6.0.post5")]
+    catalog = Catalog.load(open_catalog(write_catalog(data, tmp_path / "c.sqlite")))
+    kept = [r.torch_npu for r in catalog.releases if source is None or r.kernel_source != source]
+    expected = {op for rel in kept for op in catalog.kernels(rel)}
+    assert catalog.registered_ops(except_source=source) == expected
+    assert (isin in expected) is (source != "op_plugin")
