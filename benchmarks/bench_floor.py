@@ -10,7 +10,7 @@ both alike; wall and CPU seconds (the process and all its children) are medians.
 
 Targets (issue 20): LLaMA-7B inference <= 1.10x the floor; LLaMA-70B --train <= 1.5x (with
 repeated-layer tracing, --fast).
-Run: .venv/bin/python benchmarks/bench_floor.py [--rounds 5]
+Run: .venv/bin/python benchmarks/bench_floor.py [--rounds 5] [--only-7b]
 """
 
 from __future__ import annotations
@@ -108,6 +108,7 @@ def measure(name: str, factory: str, *, train: bool, fast: bool, rounds: int, ta
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--only-7b", action="store_true", help="the 7B inference figure alone")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="opcheck-bench-floor-") as tmp:
         # Both sides run from compiled bytecode, as an installed package does (pip compiles
@@ -122,6 +123,8 @@ def main() -> None:
                        stdout=subprocess.DEVNULL)
         measure("llama-7b inference", "llama_7b", train=False, fast=False, rounds=opts.rounds,
                 target=1.10, env=env, report=report, warm=True)
+        if opts.only_7b:
+            return
         fast = _has_fast(env)
         measure("llama-70b --train", "llama_70b", train=True, fast=fast,
                 rounds=max(2, opts.rounds - 2), target=1.5, env=env, report=report)

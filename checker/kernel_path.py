@@ -39,7 +39,7 @@ from opcheck.core.versions import release_key, torch_minor
 from opcheck.core.vocab import Status
 from opcheck.db import kernel_path as db
 from opcheck.db.catalog import Catalog, ReleaseInfo
-from opcheck.db.data import KernelPathRuleRec, KernelSocCheckRec
+from opcheck.db.kernel_path import PathRuleRow, SocCheckRow
 from opcheck.scrapers.kernel_path import CALL_PREFIX, soc_holds
 
 ACLNN = "aclnn"
@@ -97,7 +97,7 @@ class Decision:
 
 @dataclass(frozen=True)
 class _Rules:
-    rec: KernelPathRuleRec
+    rec: PathRuleRow
     enum: dict[str, int]
     label: str  # "" when the release's own, else why another release's rules stand for it
 
@@ -109,7 +109,7 @@ class KernelPaths:
         self.cat = cat
         self.settings = settings
         self.rules = db.rules(cat.engine)
-        checks: dict[str, list[KernelSocCheckRec]] = (
+        checks: dict[str, list[SocCheckRow]] = (
             db.soc_checks_all(cat.engine) if self.rules else {})
         self.checks = checks
         self.urls = db.source_urls(cat.engine, [

@@ -15,7 +15,7 @@ from opcheck.checker.hccl_facts import COLLECTIVES, HcclRelease, for_release
 from opcheck.core.errors import CatalogError
 from opcheck.core.vocab import Status
 from opcheck.db.catalog import Catalog, OperatorInfo
-from opcheck.db.data import KernelFacts
+from opcheck.db.facts import KernelFacts
 
 COMPOSITE_IMPLICIT = "CompositeImplicitAutograd"
 COMPOSITE_EXPLICIT = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")

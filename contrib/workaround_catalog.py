@@ -22,11 +22,11 @@ from opcheck.contrib.workarounds import (
     load_file,
 )
 from opcheck.core.errors import CatalogError, UsageError
-from opcheck.db.data import CatalogData, WorkaroundRec
 
 if TYPE_CHECKING:
     from opcheck.checker.check import WorkaroundLookup
     from opcheck.db.catalog import Catalog, ReleaseInfo
+    from opcheck.db.data import CatalogData, WorkaroundRec
 
 
 # ---------------------------------------------------------------------------- catalog rows
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 def catalog_records(entries: Iterable[Workaround], paths: dict[str, str] | None = None) -> list[WorkaroundRec]:
     """Entries as catalog rows (``paths``: entry id → where the entry lives)."""
+    from opcheck.db.data import WorkaroundRec  # the table classes: a build's, not a check's
+
     out = []
     for w in sorted(entries, key=lambda e: e.id):
         out.append(WorkaroundRec(

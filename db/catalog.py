@@ -19,7 +19,7 @@ from sqlalchemy import Engine, text
 from opcheck.core.errors import CatalogError
 from opcheck.core.versions import torch_minor
 from opcheck.core.vocab import KernelSource, Registration, Word
-from opcheck.db.data import KernelFacts
+from opcheck.db.facts import KernelFacts
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

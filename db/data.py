@@ -12,7 +12,8 @@ column (a release's kernel provenance, a workaround's ops, the snapshot's groupe
 declared on a subclass of the table (``_ReleaseRec`` ...) next to its record; the type checker
 reads each record as that class. Two grouping shapes are not tables: :class:`KernelFacts` and
 :class:`ApiFacts`, the facts a release or a doc states (their names are columns of the tables,
-checked by tests/db/test_schema.py).
+checked by tests/db/test_schema.py), defined in :mod:`opcheck.db.facts` so that a check reads
+them without importing the table classes.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import sqlalchemy as sa
 from pydantic_core import PydanticUndefined
 
 from opcheck.db import tables as t
+from opcheck.db.facts import ApiFacts as ApiFacts  # re-exported: the builders import them here
+from opcheck.db.facts import KernelFacts as KernelFacts
 from opcheck.db.tables import CatalogTable
 
 _SCALARS = (str, int, bool)
@@ -184,39 +187,12 @@ else:
     CoverageRec = record_of(t.ModelCoverage, name="CoverageRec")
 
 
-@dataclass(frozen=True)
-class KernelFacts:
-    """What a release registers for one op (columns of ``npukernel``); releases with equal
-    facts group in the snapshot's kernels.tsv, whose columns follow this order."""
-
-    status: str = "kernel"  # kernel | tocpu | unsupported
-    op_api: bool = False
-    acl_op: bool = False
-    native: bool = False
-    aclnn: str = ""
-
-
 @dataclass
 class KernelRec:
     op: str
     release: str
     facts: KernelFacts
     source_id: int | None = None
-
-
-@dataclass(frozen=True)
-class ApiFacts:
-    """What one doc says of one API on one product (columns of ``api_support``); identical
-    facts group in the snapshot's api_support.tsv, whose columns follow this order."""
-
-    api: str
-    feature: str = ""
-    hardware: str = ""
-    supported: bool | None = None
-    only_dtypes: str = ""
-    unsupported_dtypes: str = ""
-    arg_limits: str = ""
-    generation: str = ""
 
 
 @dataclass

@@ -15,13 +15,16 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, create_engine
 
 from opcheck.core.errors import CatalogError
 from opcheck.core.paths import cache_dir, snapshot_dir
-from opcheck.db.data import CatalogData
 from opcheck.db.layout import LAYOUT_VERSION, SCHEMA_VERSION
+
+if TYPE_CHECKING:  # the records import the table classes: only a build needs them
+    from opcheck.db.data import CatalogData
 
 
 @dataclass(frozen=True)

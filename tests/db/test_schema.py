@@ -250,3 +250,43 @@ def test_an_explicit_catalog_needs_no_contributions(tmp_path: Path) -> None:
 
     path = write_catalog(small_catalog(), tmp_path / "c.sqlite")
     assert resolve_catalog_path(path, contributions=Contributions(fail, _add_workaround)) == path
+
+
+def test_the_check_reads_kernel_path_rows_with_the_tables_columns(tmp_path: Path) -> None:
+    from opcheck.db import kernel_path as kp
+
+    for row, rec in ((kp.PathRuleRow, KernelPathRuleRec), (kp.SocCheckRow, KernelSocCheckRec)):
+        assert row._fields == record_fields(rec)
+    data = small_catalog()
+    data.kernel_path_rules = [KernelPathRuleRec("2.1.0.post17", tag="v2.1.0-6.0.0",
+                                                jit_kind="soc", jit_line=7, socs="A=1")]
+    data.kernel_soc_checks = [KernelSocCheckRec("aten::relu", "relu", "soc<A", "acl_op::relu",
+                                                line=3)]
+    engine = make_engine(write_catalog(data, tmp_path / "c.sqlite"))
+    rule = kp.rules(engine)["2.1.0.post17"]
+    assert (rule.tag, rule.jit_kind, rule.jit_line, rule.socs) == ("v2.1.0-6.0.0", "soc", 7, "A=1")
+    assert [c.fallback for c in kp.soc_checks(engine, ["aten::relu"])["aten::relu"]] == [
+        "acl_op::relu"]
+
+
+def test_a_check_does_not_import_the_table_classes(tmp_path: Path) -> None:
+    """The table classes (SQLModel, the ORM) cost ~0.25 s per command: only a build needs them."""
+    import subprocess
+    import sys
+
+    path = write_catalog(small_catalog(), tmp_path / "c.sqlite")
+    code = (
+        "import sys\n"
+        "from opcheck.checker.usecase import CheckUseCase\n"
+        "from opcheck.checker.check import check\n"
+        "from opcheck.checker.engine import engine_lookup\n"
+        "from opcheck.checker.kernel_path import KernelPaths\n"
+        "from opcheck.contrib.workaround_catalog import workaround_lookup\n"
+        "from opcheck.db.catalog import Catalog\n"
+        "from opcheck.db.engine import open_catalog\n"
+        f"cat = Catalog.load(open_catalog(__import__('pathlib').Path({str(path)!r})))\n"
+        "KernelPaths(cat); workaround_lookup(cat, None)\n"
+        "print(sorted(m for m in sys.modules if m in ('opcheck.db.tables', 'sqlmodel')))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"
