@@ -165,17 +165,21 @@ def _subconfigs(cfg: Any) -> list[Any]:
 
 
 def _shrink_layers(cfg: Any, keep: int = 2) -> None:
-    """Two layers; per-layer lists (layer_types, ...) cut to match, so hybrid models keep
-    their first layers' kinds."""
+    """Two layers (or one per output a neck reads); per-layer lists (layer_types, ...) cut to
+    match, so hybrid models keep their first layers' kinds."""
     for c in _subconfigs(cfg):
         d = vars(c)
         for key in LAYER_KEYS:
             n = d.get(key)
             if isinstance(n, int) and not isinstance(n, bool) and n > keep:
-                setattr(c, key, keep)
+                kept = atlas_hf_config.layers_kept(c, n, keep)
+                if kept >= n:
+                    continue
+                setattr(c, key, kept)
                 for other, val in list(d.items()):
                     if isinstance(val, (list, tuple)) and len(val) == n and other not in LAYER_KEYS:
-                        setattr(c, other, type(val)(val[:keep]))
+                        setattr(c, other, type(val)(val[:kept]))
+                atlas_hf_config.remap_layer_outputs(c, n, kept)
 
 
 def _shrink_experts(cfg: Any) -> None:

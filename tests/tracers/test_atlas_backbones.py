@@ -1,0 +1,68 @@
+"""Backbones and necks of the atlas's shrunk configs (issue 36): a neck reading several of
+the backbone's layers still gets as many hidden states once the stack is cut to a few layers
+(the out indices remapped onto the layers kept), on small real transformers configs run on
+real (tiny) tensors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from opcheck.tracers import atlas_hf  # noqa: E402
+
+
+def _dinov2(**kw: Any) -> Any:
+    return transformers.Dinov2Config(hidden_size=32, num_attention_heads=2, image_size=28,
+                                     patch_size=14, num_hidden_layers=12, **kw)  # fmt: skip
+
+
+def test_a_backbone_keeps_one_layer_per_output_its_neck_reads() -> None:
+    cfg = transformers.DepthAnythingConfig(
+        backbone_config=_dinov2(out_indices=[9, 10, 11, 12], reshape_hidden_states=False), reassemble_hidden_size=32,
+        neck_hidden_sizes=[8, 8, 16, 16], fusion_hidden_size=8, head_hidden_size=8,
+    )  # fmt: skip
+    atlas_hf._shrink_layers(cfg)
+    bb = cfg.backbone_config
+    assert bb.num_hidden_layers == 4  # four reassemble stages: four hidden states
+    assert bb.out_indices == [1, 2, 3, 4] and bb.out_features == ["stage1", "stage2",
+                                                                   "stage3", "stage4"]
+    assert bb.stage_names == ["stem", "stage1", "stage2", "stage3", "stage4"]
+    model = transformers.DepthAnythingForDepthEstimation(cfg).eval()
+    with torch.no_grad():
+        depth = model(pixel_values=torch.randn(1, 3, 28, 28)).predicted_depth
+    assert depth.shape[0] == 1 and depth.ndim == 3
+
+
+def test_a_single_output_moves_to_the_last_layer_kept_and_the_stem_stays() -> None:
+    bb = _dinov2(out_features=["stem", "stage12"])
+    atlas_hf._shrink_layers(bb)
+    assert bb.num_hidden_layers == 2  # one layer read besides the stem: two kept as usual
+    assert bb.out_indices == [0, 2] and bb.out_features == ["stem", "stage2"]
+    model = transformers.Dinov2Backbone(bb).eval()
+    with torch.no_grad():
+        maps = model(torch.randn(1, 3, 28, 28)).feature_maps
+    assert len(maps) == 2
+
+
+def test_layer_indices_without_a_stem_are_remapped_too() -> None:
+    # DPT's own ViT: backbone_out_indices count layers (no stem), four of them read
+    cfg = transformers.DPTConfig(hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                                 image_size=32, patch_size=16, neck_hidden_sizes=[8, 8, 16, 16],
+                                 fusion_hidden_size=8)  # fmt: skip
+    assert tuple(cfg.backbone_out_indices) == (2, 5, 8, 11)
+    atlas_hf._shrink_layers(cfg)
+    assert cfg.num_hidden_layers == 4 and tuple(cfg.backbone_out_indices) == (0, 1, 2, 3)
+    model = transformers.DPTForDepthEstimation(cfg).eval()
+    with torch.no_grad():
+        depth = model(pixel_values=torch.randn(1, 3, 32, 32)).predicted_depth
+    assert depth.shape[0] == 1
+
+
+def test_a_stack_without_outputs_named_shrinks_to_two_layers() -> None:
+    cfg = transformers.ViTConfig(num_hidden_layers=12)
+    atlas_hf._shrink_layers(cfg)
+    assert cfg.num_hidden_layers == 2
