@@ -266,6 +266,7 @@ def make_config(model_type: str, level: int) -> Any:
     """The default config, made small: level 3 layers + experts + widths, 2 layers + experts,
     1 layers only, 0 the defaults as they are."""
     cfg = atlas_hf_config.default_config(model_type)
+    atlas_hf_config.fix_misspelled(_subconfigs(cfg))
     atlas_hf_config.fill_unset(_subconfigs(cfg))
     if level >= 1:
         _shrink_layers(cfg)

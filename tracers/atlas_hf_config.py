@@ -122,6 +122,31 @@ def fill_unset(cfgs: list[Any]) -> None:
                 c.pad_token_id = 0
 
 
+def fix_misspelled(cfgs: list[Any]) -> list[str]:
+    """A default config's value passed under a misspelled name (a sub-config spec's
+    ``archirecture`` beside the field ``architecture``) moved to the field it was meant for: an
+    attribute no field of the class declares, one letter off a declared field of the same
+    length whose value is still the class default and of the same type. What was moved."""
+    import dataclasses
+
+    done = []
+    for c in cfgs:
+        fields = getattr(type(c), "__dataclass_fields__", None) or {}
+        d = vars(c)
+        for key, value in list(d.items()):
+            if key.startswith("_") or key in fields:
+                continue
+            for name, f in fields.items():
+                default = f.default if f.default is not dataclasses.MISSING else None
+                off = len(name) != len(key) or sum(map(str.__ne__, name, key)) != 1
+                if off or d.get(name) != default or type(value) is not type(default):
+                    continue
+                setattr(c, name, value)
+                done.append(f"{type(c).__name__}.{name} = {value!r} (given as {key})")
+                break
+    return done
+
+
 def config_kwargs(exc: BaseException) -> dict[str, Any]:
     """Overrides for a default config its own validation refuses ("X must be 0, got 256")."""
     m = _MUST_BE.search(str(exc)) or _MUST_BE.search(str(exc.__cause__ or ""))

@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from opcheck.tracers import atlas_hf  # noqa: E402
+from opcheck.tracers import atlas_hf, atlas_hf_config  # noqa: E402
 
 
 def _dinov2(**kw: Any) -> Any:
@@ -66,3 +66,17 @@ def test_a_stack_without_outputs_named_shrinks_to_two_layers() -> None:
     cfg = transformers.ViTConfig(num_hidden_layers=12)
     atlas_hf._shrink_layers(cfg)
     assert cfg.num_hidden_layers == 2
+
+
+def test_a_misspelled_default_reaches_the_field_it_names() -> None:
+    # EdgeTAM's default vision config passes its timm backbone as "archirecture": the field
+    # keeps resnet50, whose 2048 channels its FPN (built for repvit_m1's) cannot take
+    bb = transformers.EdgeTamVisionConfig().backbone_config
+    assert bb.architecture == "resnet50"
+    done = atlas_hf_config.fix_misspelled([bb])
+    assert bb.architecture == "repvit_m1" and done
+    # a derived attribute one letter from nothing, or several letters off a field: untouched
+    ds = transformers.DeepseekV3Config()
+    before = (ds.v_head_dim, ds.qk_head_dim)
+    assert atlas_hf_config.fix_misspelled([ds]) == []
+    assert (ds.v_head_dim, ds.qk_head_dim) == before
