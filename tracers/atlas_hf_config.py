@@ -437,52 +437,56 @@ def default_config(model_type: str, tries: int = 8) -> Any:
 _OUTPUT_LAYERS = re.compile(r"^_?(\w+_)?(out_indices|hook_ids|hidden_state_indices|layers_indices)$")
 
 
-def _output_lists(c: Any, n: int) -> list[tuple[str, list[int], int]]:
-    """(field, indices made positive, offset) of each list of config ``c`` naming outputs of
-    its ``n`` layers; offset 1 where index 0 is the stem (a backbone's ``stage_names``: the
-    embeddings, then one stage per layer), else 0."""
-    d = vars(c)
-    stages = d.get("stage_names")
+def _output_lists(c: Any, n: int, holders: Iterable[Any] = ()) -> list[tuple[Any, str, list[int], int]]:
+    """(config, field, indices made positive, offset) of each list naming outputs of the ``n``
+    layers of config ``c``: its own, and those of ``holders`` (a config holding ``c`` with no
+    layers of its own: Depth Pro's hook ids count its patch encoder's layers); offset 1 where
+    index 0 is the stem (a backbone's ``stage_names``: the embeddings, then one stage per
+    layer), else 0."""
     out = []
-    for key, v in d.items():
-        if not _OUTPUT_LAYERS.match(key) or not isinstance(v, (list, tuple)) or not v \
-                or not all(isinstance(i, int) and not isinstance(i, bool) for i in v):
-            continue
-        # a backbone's indices count stages, the stem first; the others count layers
-        offset = 1 if isinstance(stages, (list, tuple)) and len(stages) == n + 1 else 0
-        if offset == 0 and key.lstrip("_") == "out_indices" and isinstance(stages, (list, tuple)):
-            continue  # stages that are not one per layer (a hierarchical backbone's)
-        if any(not -(n + offset) <= i < n + offset for i in v):
-            continue  # indices into something else than these layers
-        out.append((key, [i % (n + offset) for i in v], offset))
+    for owner in [c, *holders]:
+        d = vars(owner)
+        stages = d.get("stage_names") if owner is c else None
+        for key, v in d.items():
+            if not _OUTPUT_LAYERS.match(key) or not isinstance(v, (list, tuple)) or not v \
+                    or not all(isinstance(i, int) and not isinstance(i, bool) for i in v):
+                continue
+            # a backbone's indices count stages, the stem first; the others count layers
+            offset = 1 if isinstance(stages, (list, tuple)) and len(stages) == n + 1 else 0
+            if offset == 0 and key.lstrip("_") == "out_indices" \
+                    and isinstance(d.get("stage_names"), (list, tuple)):
+                continue  # stages that are not one per layer (a hierarchical backbone's)
+            if any(not -(n + offset) <= i < n + offset for i in v):
+                continue  # indices into something else than these layers
+            out.append((owner, key, [i % (n + offset) for i in v], offset))
     return out
 
 
-def layers_kept(c: Any, n: int, keep: int) -> int:
+def layers_kept(c: Any, n: int, keep: int, holders: Iterable[Any] = ()) -> int:
     """How many of the ``n`` layers of config ``c`` a shrink keeps: ``keep``, or one per
     output a neck reads (a depth neck of four reassemble stages wants four hidden states)."""
     most = keep
-    for _key, indices, offset in _output_lists(c, n):
+    for _owner, _key, indices, offset in _output_lists(c, n, holders):
         most = max(most, len({i for i in indices if i >= offset}))
     return min(most, n)
 
 
-def remap_layer_outputs(c: Any, n: int, kept: int) -> None:
-    """The output lists of config ``c`` (``n`` layers cut to ``kept``) remapped in order onto
-    the last layers kept, the stem staying the stem, and its ``stage_names`` cut to the stem
-    and one stage per kept layer: a neck still gets as many hidden states as it has stages."""
-    lists = _output_lists(c, n)
+def remap_layer_outputs(c: Any, n: int, kept: int, holders: Iterable[Any] = ()) -> None:
+    """The output lists of config ``c`` (``n`` layers cut to ``kept``) and of its ``holders``
+    remapped in order onto the last layers kept, the stem staying the stem, and its
+    ``stage_names`` cut to the stem and one stage per kept layer: a neck still gets as many
+    hidden states as it has stages."""
+    lists = _output_lists(c, n, holders)
     stages = vars(c).get("stage_names")
     if isinstance(stages, (list, tuple)) and len(stages) == n + 1:
         c.stage_names = list(stages[: kept + 1])
-    for key, indices, offset in lists:
+    for owner, key, indices, offset in lists:
         layers = sorted({i for i in indices if i >= offset})
         first = kept + offset - len(layers)
         where = {i: first + rank for rank, i in enumerate(layers)}
         new = [where.get(i, i) for i in indices]
-        if key == "_out_indices" and hasattr(c, "set_output_features_output_indices"):
+        if key == "_out_indices" and hasattr(owner, "set_output_features_output_indices"):
             # a backbone config keeps out_features and out_indices naming the same stages
-            c.set_output_features_output_indices(out_features=None, out_indices=new)
+            owner.set_output_features_output_indices(out_features=None, out_indices=new)
         else:
-            old = vars(c)[key]
-            setattr(c, key, type(old)(new))
+            setattr(owner, key, type(vars(owner)[key])(new))

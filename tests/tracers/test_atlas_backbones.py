@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from opcheck.tracers import atlas_hf, atlas_hf_config  # noqa: E402
+from opcheck.tracers.atlas_inputs import fit_image_side  # noqa: E402
 
 
 def _dinov2(**kw: Any) -> Any:
@@ -80,3 +81,25 @@ def test_a_misspelled_default_reaches_the_field_it_names() -> None:
     before = (ds.v_head_dim, ds.qk_head_dim)
     assert atlas_hf_config.fix_misspelled([ds]) == []
     assert (ds.v_head_dim, ds.qk_head_dim) == before
+
+
+def test_a_holder_without_layers_names_which_layers_of_its_encoder_it_reads() -> None:
+    # Depth Pro's hook ids (11, 5) live on the top config and count the patch encoder's
+    # layers: hidden_states[hook + 1] of a two-layer encoder
+    cfg = transformers.DepthProConfig()
+    atlas_hf._shrink_layers(cfg)
+    assert cfg.patch_model_config.num_hidden_layers == 2
+    assert tuple(cfg.intermediate_hook_ids) == (1, 0)  # the order kept: the later layer first
+
+
+def test_the_image_fits_the_scale_ratios_and_the_windows_of_its_config() -> None:
+    depth = transformers.DepthProConfig()
+    cfgs = atlas_hf._subconfigs(depth)
+    # a 384 patch cut from a quarter-size copy: the image at least four patches wide
+    assert fit_image_side(cfgs, 384, 384) == (1536, 1536)
+    rf = transformers.RfDetrConfig().backbone_config
+    assert (rf.patch_size, rf.num_windows) == (14, 4)
+    # 518 pixels: 37 patches, not 4 whole windows of them; 504 is 4 windows of 9
+    assert fit_image_side([rf], 518, 518) == (504, 504)
+    plain = transformers.ViTConfig()
+    assert fit_image_side([plain], 224, 224) == (224, 224)
