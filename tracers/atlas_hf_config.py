@@ -98,6 +98,7 @@ _NEEDED = re.compile(r"`(\w+)` config needs to be specified")
 _MUST_TRUE = re.compile(r"`(\w+)=True`")
 _MUST_BE = re.compile(r"(\w+) must be (-?\d+), got")
 _CONFIG_ATTR = re.compile(r"config\.(\w+)(\[|\))")
+_TIMM_NAME = re.compile(r"(\w+) is not set in the config\. Please set it to a timm model name")
 
 
 def fill_unset(cfgs: list[Any]) -> None:
@@ -157,7 +158,8 @@ def repair(cfgs: list[Any], exc: BaseException) -> str:
     """Set the field a failed build names (its message or the failing line) from the
     config's other fields; what was set, or "" when the failure names nothing to set."""
     text = str(exc)
-    for pattern, fix in ((_NO_ATTR, _missing_attr), (_NEEDED, _needed), (_MUST_TRUE, _must_true)):
+    for pattern, fix in ((_NO_ATTR, _missing_attr), (_NEEDED, _needed), (_MUST_TRUE, _must_true),
+                         (_TIMM_NAME, _timm_name)):
         m = pattern.search(text)
         if m:
             return fix(cfgs, m)
@@ -237,6 +239,22 @@ def _must_true(cfgs: list[Any], m: re.Match[str]) -> str:
         if vars(c).get(name) is False:
             setattr(c, name, True)
             return f"{name} = True"
+    return ""
+
+
+def _timm_name(cfgs: list[Any], m: re.Match[str]) -> str:
+    """A timm model name a default config leaves unset (a timm backbone's ``backbone``): the
+    architecture transformers' own timm wrapper defaults to."""
+    import dataclasses
+
+    from transformers import TimmWrapperConfig
+
+    field = getattr(TimmWrapperConfig, "__dataclass_fields__", {}).get("architecture")
+    name = field.default if field is not None else dataclasses.MISSING
+    for c in cfgs:
+        if isinstance(name, str) and m.group(1) in vars(c) and vars(c)[m.group(1)] is None:
+            setattr(c, m.group(1), name)
+            return f"{m.group(1)} = {name!r}"
     return ""
 
 

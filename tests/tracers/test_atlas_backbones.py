@@ -5,6 +5,9 @@ real (tiny) tensors."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -12,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from opcheck.tracers import atlas_hf, atlas_hf_config  # noqa: E402
+from opcheck.tracers import atlas_hf, atlas_hf_config, atlas_tvops  # noqa: E402
 from opcheck.tracers.atlas_inputs import fit_image_side  # noqa: E402
 
 
@@ -103,3 +106,26 @@ def test_the_image_fits_the_scale_ratios_and_the_windows_of_its_config() -> None
     assert fit_image_side([rf], 518, 518) == (504, 504)
     plain = transformers.ViTConfig()
     assert fit_image_side([plain], 224, 224) == (224, 224)
+
+
+TIMM_CHILD = r"""
+import json
+from opcheck.tracers import atlas_build
+model, args, kwargs = atlas_build.build("transformers", "timm_backbone")
+print(json.dumps({"backbone": model.config.backbone, "channels": list(model.channels),
+                  "inputs": sorted(kwargs)}))
+"""
+
+
+def test_a_timm_backbone_left_unnamed_gets_the_timm_wrappers_default() -> None:
+    # transformers decides at import whether timm is usable: a fresh process imports the atlas
+    # (which puts its folder on the path) first, as the sandbox does
+    if not atlas_tvops.installed("timm"):
+        pytest.skip("timm is neither installed nor in the atlas's own folder (make install)")
+    assert transformers.TimmBackboneConfig().backbone is None
+    done = subprocess.run([sys.executable, "-c", TIMM_CHILD], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads(done.stdout.strip().splitlines()[-1])
+    assert doc["backbone"] == "resnet50" and doc["channels"] == [2048]
+    assert doc["inputs"] == ["pixel_values"]
