@@ -278,6 +278,7 @@ def make_config(model_type: str, level: int) -> Any:
     cfg = atlas_hf_config.default_config(model_type)
     atlas_hf_config.fix_misspelled(_subconfigs(cfg))
     atlas_hf_config.fill_unset(_subconfigs(cfg))
+    atlas_hf_config.fit_neck_widths(_subconfigs(cfg))
     if level >= 1:
         _shrink_layers(cfg)
     if level >= 2:

@@ -148,6 +148,22 @@ def fix_misspelled(cfgs: list[Any]) -> list[str]:
     return done
 
 
+def fit_neck_widths(cfgs: list[Any]) -> list[str]:
+    """A config's ``hidden_size`` equal to its backbone's where both name one: the neck
+    built from the outer config reads the backbone's output (ViTMatte's default pairs a
+    384-wide decoder with a 768-wide ViTDet, the checkpoints pair equal widths). What was set."""
+    done = []
+    for c in cfgs:
+        for key, sub in list(vars(c).items()):
+            if not key.endswith("backbone_config") or not hasattr(sub, "to_dict"):
+                continue
+            mine, theirs = _int(vars(c), "hidden_size"), _int(vars(sub), "hidden_size")
+            if mine is not None and theirs is not None and mine != theirs:
+                c.hidden_size = theirs
+                done.append(f"{type(c).__name__}.hidden_size = {theirs} (its {key}'s)")
+    return done
+
+
 def config_kwargs(exc: BaseException) -> dict[str, Any]:
     """Overrides for a default config its own validation refuses ("X must be 0, got 256")."""
     m = _MUST_BE.search(str(exc)) or _MUST_BE.search(str(exc.__cause__ or ""))

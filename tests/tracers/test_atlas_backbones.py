@@ -129,3 +129,25 @@ def test_a_timm_backbone_left_unnamed_gets_the_timm_wrappers_default() -> None:
     doc = json.loads(done.stdout.strip().splitlines()[-1])
     assert doc["backbone"] == "resnet50" and doc["channels"] == [2048]
     assert doc["inputs"] == ["pixel_values"]
+
+
+def test_a_neck_takes_its_backbones_width() -> None:
+    cfg = transformers.VitMatteConfig()
+    assert (cfg.hidden_size, cfg.backbone_config.hidden_size) == (384, 768)
+    assert atlas_hf_config.fit_neck_widths(atlas_hf._subconfigs(cfg))
+    assert cfg.hidden_size == 768
+    # small and real: the decoder now takes the backbone's features
+    bb = cfg.backbone_config
+    bb.hidden_size, bb.num_attention_heads, bb.num_hidden_layers = 32, 2, 2
+    bb.image_size = bb.pretrain_image_size = 32
+    bb.out_features = ["stage2"]
+    cfg.hidden_size = 64  # a neck narrower than its backbone again: fitted once more
+    atlas_hf_config.fit_neck_widths([cfg])
+    cfg.fusion_hidden_sizes = list(cfg.fusion_hidden_sizes)  # as a checkpoint's JSON has it
+    model = transformers.VitMatteForImageMatting(cfg).eval()
+    with torch.no_grad():
+        alphas = model(pixel_values=torch.randn(1, 3, 32, 32)).alphas
+    assert alphas.shape == (1, 1, 32, 32)
+    # a config without a backbone keeps its own width
+    vit = transformers.ViTConfig(hidden_size=64)
+    assert atlas_hf_config.fit_neck_widths([vit]) == [] and vit.hidden_size == 64
