@@ -443,6 +443,12 @@ def default_config(model_type: str, tries: int = 8) -> Any:
     nested: dict[str, dict[str, Any]] = {}
     for _ in range(tries):
         try:
+            cfg = AutoConfig.for_model(model_type, **top, **{k: dict(v) for k, v in
+                                                             nested.items()})  # fmt: skip
+            levels = one_feature_level(cfg)
+            if not levels:
+                return cfg
+            top.update(levels)  # built again: the config derives its per-level fields from it
             return AutoConfig.for_model(model_type, **top, **{k: dict(v) for k, v in
                                                               nested.items()})  # fmt: skip
         except Exception as exc:
@@ -524,3 +530,14 @@ def remap_layer_outputs(c: Any, n: int, kept: int, holders: Iterable[Any] = ()) 
             owner.set_output_features_output_indices(out_features=None, out_indices=new)
         else:
             setattr(owner, key, type(vars(owner)[key])(new))
+
+
+def one_feature_level(cfg: Any) -> dict[str, Any]:
+    """The field to pass for a detector whose default config has no feature level at all
+    (``num_feature_levels`` 0, derived from an empty ``*scale_factors`` list: LW-DETR's
+    projector, which the checkpoints give one or more scales): one level at scale 1."""
+    d = vars(cfg)
+    if d.get("num_feature_levels") != 0:
+        return {}
+    return {key: [1.0] for key, v in d.items()
+            if key.endswith("scale_factors") and isinstance(v, (list, tuple)) and not v}

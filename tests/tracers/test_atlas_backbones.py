@@ -151,3 +151,14 @@ def test_a_neck_takes_its_backbones_width() -> None:
     # a config without a backbone keeps its own width
     vit = transformers.ViTConfig(hidden_size=64)
     assert atlas_hf_config.fit_neck_widths([vit]) == [] and vit.hidden_size == 64
+
+
+def test_a_detector_without_feature_levels_gets_one_at_scale_one() -> None:
+    plain = transformers.LwDetrConfig()
+    assert plain.num_feature_levels == 0 and plain.projector_in_channels == []
+    assert atlas_hf_config.one_feature_level(plain) == {"projector_scale_factors": [1.0]}
+    cfg = atlas_hf_config.default_config("lw_detr")
+    # built again with the scale: the fields the config derives from it follow
+    assert cfg.projector_scale_factors == [1.0] and cfg.num_feature_levels == 1
+    assert cfg.projector_in_channels == [cfg.d_model]
+    assert atlas_hf_config.one_feature_level(transformers.DeformableDetrConfig()) == {}
