@@ -289,6 +289,8 @@ def make_config(model_type: str, level: int) -> Any:
         atlas_hf_config.align_mlp_widths(_subconfigs(cfg))
         _shrink_widths(cfg)
         atlas_hf_config.align_mlp_widths(_subconfigs(cfg))
+        # a backbone narrowed by dropping heads may differ from its neck narrowed by a factor
+        atlas_hf_config.fit_neck_widths(_subconfigs(cfg))
     _fill_unset_sizes(cfg)
     atlas_hf_config.clamp_topk(_subconfigs(cfg))
     fit_placeholder_ids(_subconfigs(cfg))

@@ -162,3 +162,13 @@ def test_a_detector_without_feature_levels_gets_one_at_scale_one() -> None:
     assert cfg.projector_scale_factors == [1.0] and cfg.num_feature_levels == 1
     assert cfg.projector_in_channels == [cfg.d_model]
     assert atlas_hf_config.one_feature_level(transformers.DeformableDetrConfig()) == {}
+
+
+def test_the_narrowed_real_data_build_keeps_neck_and_backbone_equal() -> None:
+    # level 3 narrows the backbone by dropping heads (768 -> 192) and the neck by a factor
+    # (768 -> 96): fitted again after narrowing, the real-data fallback runs
+    model, _args, kwargs = atlas_hf.build("transformers", "vitmatte", real=True)
+    assert model.config.hidden_size == model.config.backbone_config.hidden_size
+    with torch.no_grad():
+        alphas = model(**kwargs).alphas
+    assert alphas.shape[-2:] == kwargs["pixel_values"].shape[-2:]
