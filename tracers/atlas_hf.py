@@ -17,6 +17,7 @@ from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_l
 from opcheck.tracers.atlas_hf_config import first_value
 from opcheck.tracers.atlas_inputs import (
     fit_image_batch,
+    fit_image_side,
     fit_image_tokens,
     fit_placeholder_ids,
     fit_tower_widths,
@@ -165,17 +166,30 @@ def _subconfigs(cfg: Any) -> list[Any]:
 
 
 def _shrink_layers(cfg: Any, keep: int = 2) -> None:
-    """Two layers; per-layer lists (layer_types, ...) cut to match, so hybrid models keep
-    their first layers' kinds."""
-    for c in _subconfigs(cfg):
+    """Two layers (or one per output a neck reads); per-layer lists (layer_types, ...) cut to
+    match, so hybrid models keep their first layers' kinds."""
+    cfgs = _subconfigs(cfg)
+    for c in cfgs:
         d = vars(c)
+        # a config holding this one with no layers of its own may name which of its layers
+        # it reads (Depth Pro's intermediate_hook_ids on the top config)
+        holders = [p for p in cfgs if any(v is c for v in vars(p).values()) and not _layer_counts(p)]
         for key in LAYER_KEYS:
             n = d.get(key)
             if isinstance(n, int) and not isinstance(n, bool) and n > keep:
-                setattr(c, key, keep)
+                kept = atlas_hf_config.layers_kept(c, n, keep, holders)
+                if kept >= n:
+                    continue
+                setattr(c, key, kept)
                 for other, val in list(d.items()):
                     if isinstance(val, (list, tuple)) and len(val) == n and other not in LAYER_KEYS:
-                        setattr(c, other, type(val)(val[:keep]))
+                        setattr(c, other, type(val)(val[:kept]))
+                atlas_hf_config.remap_layer_outputs(c, n, kept, holders)
+
+
+def _layer_counts(c: Any) -> list[int]:
+    d = vars(c)
+    return [d[k] for k in LAYER_KEYS if isinstance(d.get(k), int) and not isinstance(d[k], bool)]
 
 
 def _shrink_experts(cfg: Any) -> None:
@@ -262,7 +276,9 @@ def make_config(model_type: str, level: int) -> Any:
     """The default config, made small: level 3 layers + experts + widths, 2 layers + experts,
     1 layers only, 0 the defaults as they are."""
     cfg = atlas_hf_config.default_config(model_type)
+    atlas_hf_config.fix_misspelled(_subconfigs(cfg))
     atlas_hf_config.fill_unset(_subconfigs(cfg))
+    atlas_hf_config.fit_neck_widths(_subconfigs(cfg))
     if level >= 1:
         _shrink_layers(cfg)
     if level >= 2:
@@ -273,6 +289,8 @@ def make_config(model_type: str, level: int) -> Any:
         atlas_hf_config.align_mlp_widths(_subconfigs(cfg))
         _shrink_widths(cfg)
         atlas_hf_config.align_mlp_widths(_subconfigs(cfg))
+        # a backbone narrowed by dropping heads may differ from its neck narrowed by a factor
+        atlas_hf_config.fit_neck_widths(_subconfigs(cfg))
     _fill_unset_sizes(cfg)
     atlas_hf_config.clamp_topk(_subconfigs(cfg))
     fit_placeholder_ids(_subconfigs(cfg))
@@ -385,7 +403,8 @@ def _maker(name: str, cfgs: list[Any], vocab: int) -> Any:
 
     def image() -> Any:
         chans = int(first_value(cfgs, "num_channels", "in_channels", "in_chans", default=3))
-        h, w = _size2(first_value(cfgs, "image_size", "img_size", "input_size", default=224))
+        h, w = fit_image_side(cfgs, *_size2(first_value(cfgs, "image_size", "img_size",
+                                                        "input_size", default=224)))
         if any("num_frames" in vars(c) for c in cfgs):  # video: frames before channels
             frames = int(first_value(cfgs, "num_frames", default=8))
             return torch.randn(1, frames, chans, h, w)

@@ -98,6 +98,7 @@ _NEEDED = re.compile(r"`(\w+)` config needs to be specified")
 _MUST_TRUE = re.compile(r"`(\w+)=True`")
 _MUST_BE = re.compile(r"(\w+) must be (-?\d+), got")
 _CONFIG_ATTR = re.compile(r"config\.(\w+)(\[|\))")
+_TIMM_NAME = re.compile(r"(\w+) is not set in the config\. Please set it to a timm model name")
 
 
 def fill_unset(cfgs: list[Any]) -> None:
@@ -122,6 +123,47 @@ def fill_unset(cfgs: list[Any]) -> None:
                 c.pad_token_id = 0
 
 
+def fix_misspelled(cfgs: list[Any]) -> list[str]:
+    """A default config's value passed under a misspelled name (a sub-config spec's
+    ``archirecture`` beside the field ``architecture``) moved to the field it was meant for: an
+    attribute no field of the class declares, one letter off a declared field of the same
+    length whose value is still the class default and of the same type. What was moved."""
+    import dataclasses
+
+    done = []
+    for c in cfgs:
+        fields = getattr(type(c), "__dataclass_fields__", None) or {}
+        d = vars(c)
+        for key, value in list(d.items()):
+            if key.startswith("_") or key in fields:
+                continue
+            for name, f in fields.items():
+                default = f.default if f.default is not dataclasses.MISSING else None
+                off = len(name) != len(key) or sum(map(str.__ne__, name, key)) != 1
+                if off or d.get(name) != default or type(value) is not type(default):
+                    continue
+                setattr(c, name, value)
+                done.append(f"{type(c).__name__}.{name} = {value!r} (given as {key})")
+                break
+    return done
+
+
+def fit_neck_widths(cfgs: list[Any]) -> list[str]:
+    """A config's ``hidden_size`` equal to its backbone's where both name one: the neck
+    built from the outer config reads the backbone's output (ViTMatte's default pairs a
+    384-wide decoder with a 768-wide ViTDet, the checkpoints pair equal widths). What was set."""
+    done = []
+    for c in cfgs:
+        for key, sub in list(vars(c).items()):
+            if not key.endswith("backbone_config") or not hasattr(sub, "to_dict"):
+                continue
+            mine, theirs = _int(vars(c), "hidden_size"), _int(vars(sub), "hidden_size")
+            if mine is not None and theirs is not None and mine != theirs:
+                c.hidden_size = theirs
+                done.append(f"{type(c).__name__}.hidden_size = {theirs} (its {key}'s)")
+    return done
+
+
 def config_kwargs(exc: BaseException) -> dict[str, Any]:
     """Overrides for a default config its own validation refuses ("X must be 0, got 256")."""
     m = _MUST_BE.search(str(exc)) or _MUST_BE.search(str(exc.__cause__ or ""))
@@ -132,7 +174,8 @@ def repair(cfgs: list[Any], exc: BaseException) -> str:
     """Set the field a failed build names (its message or the failing line) from the
     config's other fields; what was set, or "" when the failure names nothing to set."""
     text = str(exc)
-    for pattern, fix in ((_NO_ATTR, _missing_attr), (_NEEDED, _needed), (_MUST_TRUE, _must_true)):
+    for pattern, fix in ((_NO_ATTR, _missing_attr), (_NEEDED, _needed), (_MUST_TRUE, _must_true),
+                         (_TIMM_NAME, _timm_name)):
         m = pattern.search(text)
         if m:
             return fix(cfgs, m)
@@ -212,6 +255,22 @@ def _must_true(cfgs: list[Any], m: re.Match[str]) -> str:
         if vars(c).get(name) is False:
             setattr(c, name, True)
             return f"{name} = True"
+    return ""
+
+
+def _timm_name(cfgs: list[Any], m: re.Match[str]) -> str:
+    """A timm model name a default config leaves unset (a timm backbone's ``backbone``): the
+    architecture transformers' own timm wrapper defaults to."""
+    import dataclasses
+
+    from transformers import TimmWrapperConfig
+
+    field = getattr(TimmWrapperConfig, "__dataclass_fields__", {}).get("architecture")
+    name = field.default if field is not None else dataclasses.MISSING
+    for c in cfgs:
+        if isinstance(name, str) and m.group(1) in vars(c) and vars(c)[m.group(1)] is None:
+            setattr(c, m.group(1), name)
+            return f"{m.group(1)} = {name!r}"
     return ""
 
 
@@ -384,6 +443,12 @@ def default_config(model_type: str, tries: int = 8) -> Any:
     nested: dict[str, dict[str, Any]] = {}
     for _ in range(tries):
         try:
+            cfg = AutoConfig.for_model(model_type, **top, **{k: dict(v) for k, v in
+                                                             nested.items()})  # fmt: skip
+            levels = one_feature_level(cfg)
+            if not levels:
+                return cfg
+            top.update(levels)  # built again: the config derives its per-level fields from it
             return AutoConfig.for_model(model_type, **top, **{k: dict(v) for k, v in
                                                               nested.items()})  # fmt: skip
         except Exception as exc:
@@ -402,3 +467,77 @@ def default_config(model_type: str, tries: int = 8) -> Any:
             for sub in subs:
                 nested.setdefault(sub, {})[key] = value
     return AutoConfig.for_model(model_type, **top, **nested)
+
+
+# --- the layer outputs a neck reads, kept by a shrunk layer stack -----------------------------
+
+# lists naming the layers whose outputs a neck, a decoder or a merge reads: a backbone's
+# out_indices (stored as _out_indices by transformers' backbone configs), backbone_out_indices,
+# intermediate_hook_ids, intermediate_hidden_state_indices, intermediate_layers_indices
+_OUTPUT_LAYERS = re.compile(r"^_?(\w+_)?(out_indices|hook_ids|hidden_state_indices|layers_indices)$")
+
+
+def _output_lists(c: Any, n: int, holders: Iterable[Any] = ()) -> list[tuple[Any, str, list[int], int]]:
+    """(config, field, indices made positive, offset) of each list naming outputs of the ``n``
+    layers of config ``c``: its own, and those of ``holders`` (a config holding ``c`` with no
+    layers of its own: Depth Pro's hook ids count its patch encoder's layers); offset 1 where
+    index 0 is the stem (a backbone's ``stage_names``: the embeddings, then one stage per
+    layer), else 0."""
+    out = []
+    for owner in [c, *holders]:
+        d = vars(owner)
+        stages = d.get("stage_names") if owner is c else None
+        for key, v in d.items():
+            if not _OUTPUT_LAYERS.match(key) or not isinstance(v, (list, tuple)) or not v \
+                    or not all(isinstance(i, int) and not isinstance(i, bool) for i in v):
+                continue
+            # a backbone's indices count stages, the stem first; the others count layers
+            offset = 1 if isinstance(stages, (list, tuple)) and len(stages) == n + 1 else 0
+            if offset == 0 and key.lstrip("_") == "out_indices" \
+                    and isinstance(d.get("stage_names"), (list, tuple)):
+                continue  # stages that are not one per layer (a hierarchical backbone's)
+            if any(not -(n + offset) <= i < n + offset for i in v):
+                continue  # indices into something else than these layers
+            out.append((owner, key, [i % (n + offset) for i in v], offset))
+    return out
+
+
+def layers_kept(c: Any, n: int, keep: int, holders: Iterable[Any] = ()) -> int:
+    """How many of the ``n`` layers of config ``c`` a shrink keeps: ``keep``, or one per
+    output a neck reads (a depth neck of four reassemble stages wants four hidden states)."""
+    most = keep
+    for _owner, _key, indices, offset in _output_lists(c, n, holders):
+        most = max(most, len({i for i in indices if i >= offset}))
+    return min(most, n)
+
+
+def remap_layer_outputs(c: Any, n: int, kept: int, holders: Iterable[Any] = ()) -> None:
+    """The output lists of config ``c`` (``n`` layers cut to ``kept``) and of its ``holders``
+    remapped in order onto the last layers kept, the stem staying the stem, and its
+    ``stage_names`` cut to the stem and one stage per kept layer: a neck still gets as many
+    hidden states as it has stages."""
+    lists = _output_lists(c, n, holders)
+    stages = vars(c).get("stage_names")
+    if isinstance(stages, (list, tuple)) and len(stages) == n + 1:
+        c.stage_names = list(stages[: kept + 1])
+    for owner, key, indices, offset in lists:
+        layers = sorted({i for i in indices if i >= offset})
+        first = kept + offset - len(layers)
+        where = {i: first + rank for rank, i in enumerate(layers)}
+        new = [where.get(i, i) for i in indices]
+        if key == "_out_indices" and hasattr(owner, "set_output_features_output_indices"):
+            # a backbone config keeps out_features and out_indices naming the same stages
+            owner.set_output_features_output_indices(out_features=None, out_indices=new)
+        else:
+            setattr(owner, key, type(vars(owner)[key])(new))
+
+
+def one_feature_level(cfg: Any) -> dict[str, Any]:
+    """The field to pass for a detector whose default config has no feature level at all
+    (``num_feature_levels`` 0, derived from an empty ``*scale_factors`` list: LW-DETR's
+    projector, which the checkpoints give one or more scales): one level at scale 1."""
+    d = vars(cfg)
+    if d.get("num_feature_levels") != 0:
+        return {}
+    return {key: [1.0] for key, v in d.items()
+            if key.endswith("scale_factors") and isinstance(v, (list, tuple)) and not v}

@@ -10,6 +10,7 @@ type: the next release's multimodal models reuse them. torch is imported lazily.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -465,3 +466,26 @@ def forward_path(model: Any) -> str:
         return ""
     idle = [p for p, ran in seen.items() if not ran]
     return FULL if not idle else "text only: " + ", ".join(idle) + " did not run"
+
+
+def fit_image_side(cfgs: list[Any], h: int, w: int) -> tuple[int, int]:
+    """An image of the configured size fitted to what a config's own grid needs: at least
+    ``patch_size / min(scale ratios)`` where the model cuts patches from downscaled copies
+    (Depth Pro's ``scaled_images_ratios``: a 384 patch from a quarter-size copy needs 1536),
+    and whole windows of patches per side where the encoder splits the patch grid into
+    ``num_windows`` per side (RF-DETR's 518 pixels are 37 patches of 14, not 4 windows)."""
+    for c in cfgs:
+        d = vars(c)
+        patch = d.get("patch_size")
+        if not isinstance(patch, int) or isinstance(patch, bool) or patch <= 0:
+            continue
+        for key, v in d.items():
+            if key.endswith("_ratios") and isinstance(v, (list, tuple)) and v \
+                    and all(isinstance(r, (int, float)) and 0 < r <= 1 for r in v):
+                need = math.ceil(patch / min(v))
+                h, w = max(h, need), max(w, need)
+        windows = d.get("num_windows")
+        if isinstance(windows, int) and not isinstance(windows, bool) and windows > 0:
+            unit = patch * windows
+            h, w = max(h - h % unit, unit), max(w - w % unit, unit)
+    return h, w
