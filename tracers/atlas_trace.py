@@ -70,6 +70,7 @@ def _trace_both(
     label = label or spec
     composites = list(composites)
     model, args, kwargs = build(library, name, train=train)
+    model_modules = {type(m).__module__ for m in model.modules()}
     try:
         traced = runtime.trace_module(
             model, inputs, example_args=args, example_kwargs=kwargs, train=train, label=label,
@@ -85,6 +86,7 @@ def _trace_both(
             # build the model again only to stop at the same line (tens of seconds per model)
             raise TraceError(why) from None
     del model, args, kwargs
+    forget_cached_values(model_modules)
     ol: OpList | None = None
     real_whys: list[str] = []
     built: Any = None
@@ -108,6 +110,24 @@ def _trace_both(
     ol.notes.insert(0, f"fake-tensor trace stopped ({why}): recorded on the real-data device "
                     "instead (random weights, small real inputs)")  # fmt: skip
     return ol
+
+
+def forget_cached_values(modules: set[str]) -> int:
+    """Empty the ``functools.lru_cache`` caches of the functions defined in ``modules`` (the
+    model's own): a helper cached on its arguments alone (patch coordinates by grid size and
+    device) keeps the fake trace's FakeTensors, which the real-data run would then get back
+    for the same arguments. The number of caches emptied."""
+    import functools
+    import gc
+
+    emptied = 0
+    for obj in gc.get_objects():
+        if type(obj) is functools._lru_cache_wrapper \
+                and getattr(obj, "__module__", None) in modules \
+                and obj.cache_info().currsize:  # fmt: skip
+            obj.cache_clear()
+            emptied += 1
+    return emptied
 
 
 def _to_device(x: Any, device: Any) -> Any:

@@ -247,7 +247,7 @@ _SAME_ON_REAL = re.compile(
     r"(not enough|too many) values to unpack|split_with_sizes expects|k not in range|"
     r"is invalid for input of size|Sizes of tensors must match|index out of range|"
     r"out of bounds for dimension|object has no attribute|unexpected keyword argument|"
-    r"missing \d+ required positional argument|must be int, not NoneType|"
+    r"missing \d+ required positional argument|must be (int|real number), not NoneType|"
     r"object is not (callable|subscriptable|iterable)|unsupported operand type|"
     r"Dimension out of range|'NoneType'|"
     # the model's own checks of its inputs and config, and lookups in Python containers
