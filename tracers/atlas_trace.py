@@ -15,7 +15,7 @@ from typing import Any
 from opcheck.core.errors import TraceError
 from opcheck.core.oplist import RECORDER_REAL, OpList
 from opcheck.tracers import atlas_audio
-from opcheck.tracers.atlas_build import ModelSkip, build, one_line, parse_spec
+from opcheck.tracers.atlas_build import ModelSkip, build, every_layer_level, one_line, parse_spec
 from opcheck.tracers.atlas_inputs import forward_path
 from opcheck.tracers.inputs import InputSpec
 from opcheck.tracers.recorder import Recorder, Stream
@@ -90,7 +90,8 @@ def _trace_both(
     ol: OpList | None = None
     real_whys: list[str] = []
     built: Any = None
-    for shrink in (None, 2):  # narrowed first (fast); the default widths when that fails
+    shrinks: list[int | None] = [None, 2]  # narrowed first (fast); the default widths next
+    for shrink in shrinks:
         try:
             built = build(library, name, train=train, real=True, shrink=shrink)
             ol = record_real(*built, train=train, label=label, composites=composites,
@@ -102,6 +103,12 @@ def _trace_both(
             raise
         except TraceError as exc:  # each attempt's reason: the narrowed build's is the telling one
             real_whys.append(str(exc))
+            every = every_layer_level(library)
+            if shrink is None and every is not None and runtime.same_on_real(
+                    str(exc).removeprefix(f"{label}: ")):  # fmt: skip
+                # a shape error of the narrowed build: two layers may break a count the model
+                # compares with its layers; every layer, narrowed, before the default widths
+                shrinks.insert(1, every)
         finally:
             built = None  # the first model's memory back before the second is built
     if ol is None:

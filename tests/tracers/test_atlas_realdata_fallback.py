@@ -2,7 +2,8 @@
 fused RNN cells (the accelerator path of LSTM and GRU) run on the real-data device, a 0-dim
 device tensor formats as its number (module keys made from a routed index), a helper cached
 on its arguments during the fake trace does not hand its FakeTensors to the real-data run,
-and a config value a real run reads as None is not retried on real data."""
+a config value a real run reads as None is not retried on real data, and a narrowed build that
+fails on a shape is retried with every layer kept."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import pytest
 from opcheck.tracers.inputs import InputSpec
 
 torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
 
-from opcheck.tracers import atlas_trace, realdevice_host, runtime  # noqa: E402
+from opcheck.tracers import atlas_hf, atlas_trace, realdevice_host, runtime  # noqa: E402
 
 
 @pytest.mark.parametrize("cls", ["LSTM", "GRU"])
@@ -148,3 +150,46 @@ def test_only_the_models_own_caches_are_emptied() -> None:
 
 def test_a_none_a_real_run_reads_too_is_same_on_real() -> None:
     assert runtime.same_on_real("TypeError: must be real number, not NoneType")
+
+
+class _CountsLayers(torch.nn.Module):  # type: ignore[misc,name-defined]
+    """Branches on a value; its projection fits its input only when built with every layer."""
+
+    def __init__(self, fits: bool) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(4 if fits else 3, 4)
+
+    def forward(self, x: Any) -> Any:
+        if x.sum() > -1e9:
+            return self.proj(x)
+        return x
+
+
+def test_a_narrowed_build_failing_on_a_shape_is_retried_with_every_layer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    every = atlas_hf.EVERY_LAYER
+    asked: list[Any] = []
+
+    def build(_library: str, _name: str, *, train: bool = False, real: bool = False,
+              shrink: int | None = None) -> Any:
+        asked.append(shrink if real else "fake")
+        if real:
+            return _CountsLayers(shrink == every), (torch.randn(2, 4),), {}
+        with torch.device("meta"):
+            return _CountsLayers(True), (torch.randn(2, 4),), {}
+
+    monkeypatch.setattr(atlas_trace, "build", build)
+    ol = atlas_trace.trace_atlas("atlas:transformers/tiny", InputSpec())
+    assert ol.recorder == "real-data"
+    assert asked == ["fake", None, every]  # before the default widths (shrink=2)
+
+
+def test_the_every_layer_level_keeps_the_layers_and_narrows_the_widths() -> None:
+    default = atlas_hf.make_config("eomt", 0)
+    every = atlas_hf.make_config("eomt", atlas_hf.EVERY_LAYER)
+    narrowed = atlas_hf.make_config("eomt", 3)
+    assert every.num_hidden_layers == default.num_hidden_layers > narrowed.num_hidden_layers
+    assert every.hidden_size == narrowed.hidden_size < default.hidden_size
+    # the count of last layers the model predicts masks in still fits its layers
+    assert every.num_blocks <= every.num_hidden_layers
