@@ -10,7 +10,10 @@ what the CUDA kernels compute, in the same layout (the workspace the backward re
 forward and a backward both run; the recorder still records the fused op the device received.
 
 Registered on the CPU key with the device's other kernels (``realdevice.install``) and gone
-with them (``realdevice.uninstall``). Only imported in the sandboxed worker; torch lazily.
+with them (``realdevice.uninstall``). The same functions are the Meta kernels of the ops
+torch gives none (the GRU cell's), for the fake-tensor trace (``install_meta``): without one,
+FakeTensor's fallback runs the op on real zeros made on the fake device and stops at
+``aten::zero_``. Only imported in the sandboxed worker; torch lazily.
 """
 
 from __future__ import annotations
@@ -98,6 +101,24 @@ KERNELS: dict[str, Callable[..., Any]] = {
     "_thnn_fused_gru_cell": gru_cell,
     "_thnn_fused_gru_cell_backward": gru_cell_backward,
 }
+
+
+_META: list[Any] = []  # the Meta kernels' library, kept for the process's life
+
+
+def install_meta() -> None:
+    """Register the kernels on the Meta key where torch has none (once per process): they
+    compute with ordinary ops, which meta tensors run."""
+    if _META:
+        return
+    import torch
+
+    lib = torch.library.Library("aten", "IMPL")  # type: ignore[no-untyped-call]
+    for name, kernel in KERNELS.items():
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", "Meta"):
+            with contextlib.suppress(RuntimeError):
+                lib.impl(name, kernel, "Meta")  # type: ignore[no-untyped-call]
+    _META.append(lib)
 
 
 def install(installed: list[Any]) -> None:

@@ -193,3 +193,13 @@ def test_the_every_layer_level_keeps_the_layers_and_narrows_the_widths() -> None
     assert every.hidden_size == narrowed.hidden_size < default.hidden_size
     # the count of last layers the model predicts masks in still fits its layers
     assert every.num_blocks <= every.num_hidden_layers
+
+
+def test_a_gru_cell_traces_on_fake_tensors() -> None:
+    # torch has no Meta kernel for the fused GRU cell: FakeTensor's fallback then ran it on
+    # real zeros of the fake device and stopped at aten::zero_
+    with torch.device("meta"):
+        cell, x = torch.nn.GRUCell(4, 3), torch.randn(2, 4)
+    ol = runtime.trace_module(cell, InputSpec(), example_args=(x,), label="gru")
+    assert "aten::_thnn_fused_gru_cell" in {u.op for u in ol.ops}
+    assert ol.recorder == "fake-tensors"
