@@ -104,6 +104,13 @@ def build(
     return made
 
 
+def every_layer_level(library: str) -> int | None:
+    """The ``shrink`` level of ``library``'s builds that narrows widths but keeps every layer
+    (the real-data fallback's last try after a narrowed build fails on a shape), or None."""
+    level = getattr(_module(library), "EVERY_LAYER", None)
+    return level if isinstance(level, int) else None
+
+
 def one_line(exc: BaseException) -> str:
     text = str(exc).strip()
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")

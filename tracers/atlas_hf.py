@@ -272,14 +272,20 @@ def _fill_unset_sizes(cfg: Any) -> None:
             c.num_key_value_heads = heads
 
 
+# the real-data build's last resort: experts and widths narrowed, every layer kept. A count
+# the model compares with its layer count (the last N layers that predict masks, a window of
+# layers) breaks when only two layers are left, and a real run then stops on a shape
+EVERY_LAYER = 4
+
+
 def make_config(model_type: str, level: int) -> Any:
     """The default config, made small: level 3 layers + experts + widths, 2 layers + experts,
-    1 layers only, 0 the defaults as they are."""
+    1 layers only, 0 the defaults as they are; EVERY_LAYER (4) experts + widths."""
     cfg = atlas_hf_config.default_config(model_type)
     atlas_hf_config.fix_misspelled(_subconfigs(cfg))
     atlas_hf_config.fill_unset(_subconfigs(cfg))
     atlas_hf_config.fit_neck_widths(_subconfigs(cfg))
-    if level >= 1:
+    if 1 <= level < EVERY_LAYER:
         _shrink_layers(cfg)
     if level >= 2:
         _shrink_experts(cfg)
@@ -322,15 +328,18 @@ def build(
     start = (3 if real else 2) if shrink is None else shrink
     # real weights never below level 2: all the experts or all the layers of a default config
     # are gigabytes (the fake build stops there too in practice: every level-2 config built)
-    for level in range(start, 1 if real else -1, -1):
+    levels = [start] if start == EVERY_LAYER else range(start, 1 if real else -1, -1)
+    for level in levels:
         try:
             cfg = atlas_hf_config.for_class(make_config(name, level), cls)
             atlas_hf_config.fit_rope_sections(_subconfigs(cfg), cls)
             if real:
                 atlas_hf_config.shrink_vocab(_subconfigs(cfg))
                 atlas_hf_config.shrink_other_vocabs(_subconfigs(cfg))
-                if level < 3:
-                    _fits_real(cls, cfg, name, errors[-1] if errors else "")
+                if level != 3:  # every layer of a default config can be gigabytes too
+                    _fits_real(cls, cfg, name, errors[-1] if errors else "",
+                               "with every layer" if level == EVERY_LAYER
+                               else "at the default widths")  # fmt: skip
             model = _construct(cls, cfg, real=real)
         except (MemoryError, TraceError):
             raise
@@ -352,12 +361,14 @@ def build(
 REAL_PARAMS = 500_000_000  # real weights of a default-width build: 2 GB in float32 (of 4)
 
 
-def _fits_real(cls: Any, cfg: Any, name: str, narrowed: str) -> None:
-    """Refuse a real-data build of default widths larger than REAL_PARAMS parameters (counted
-    on the meta device): the sandbox would run out of memory half-way through the forward."""
+def _fits_real(cls: Any, cfg: Any, name: str, narrowed: str,
+               what: str = "at the default widths") -> None:  # fmt: skip
+    """Refuse a real-data build (of default widths, or of every layer) larger than REAL_PARAMS
+    parameters (counted on the meta device): the sandbox would run out of memory half-way
+    through the forward."""
     n = sum(p.numel() for p in _construct(cls, cfg, real=False).parameters())
     if n > REAL_PARAMS:
-        raise TraceError(f"atlas:transformers/{name}: the real-data build at the default widths "
+        raise TraceError(f"atlas:transformers/{name}: the real-data build {what} "
                          f"has {n / 1e6:.0f} M parameters, more than the real-data device holds "
                          f"({REAL_PARAMS / 1e6:.0f} M)"
                          + (f"; the narrowed build: {narrowed}" if narrowed else ""))  # fmt: skip

@@ -15,7 +15,7 @@ from typing import Any
 from opcheck.core.errors import TraceError
 from opcheck.core.oplist import RECORDER_REAL, OpList
 from opcheck.tracers import atlas_audio
-from opcheck.tracers.atlas_build import ModelSkip, build, one_line, parse_spec
+from opcheck.tracers.atlas_build import ModelSkip, build, every_layer_level, one_line, parse_spec
 from opcheck.tracers.atlas_inputs import forward_path
 from opcheck.tracers.inputs import InputSpec
 from opcheck.tracers.recorder import Recorder, Stream
@@ -70,6 +70,7 @@ def _trace_both(
     label = label or spec
     composites = list(composites)
     model, args, kwargs = build(library, name, train=train)
+    model_modules = {type(m).__module__ for m in model.modules()}
     try:
         traced = runtime.trace_module(
             model, inputs, example_args=args, example_kwargs=kwargs, train=train, label=label,
@@ -85,10 +86,12 @@ def _trace_both(
             # build the model again only to stop at the same line (tens of seconds per model)
             raise TraceError(why) from None
     del model, args, kwargs
+    forget_cached_values(model_modules)
     ol: OpList | None = None
     real_whys: list[str] = []
     built: Any = None
-    for shrink in (None, 2):  # narrowed first (fast); the default widths when that fails
+    shrinks: list[int | None] = [None, 2]  # narrowed first (fast); the default widths next
+    for shrink in shrinks:
         try:
             built = build(library, name, train=train, real=True, shrink=shrink)
             ol = record_real(*built, train=train, label=label, composites=composites,
@@ -100,6 +103,12 @@ def _trace_both(
             raise
         except TraceError as exc:  # each attempt's reason: the narrowed build's is the telling one
             real_whys.append(str(exc))
+            every = every_layer_level(library)
+            if shrink is None and every is not None and runtime.same_on_real(
+                    str(exc).removeprefix(f"{label}: ")):  # fmt: skip
+                # a shape error of the narrowed build: two layers may break a count the model
+                # compares with its layers; every layer, narrowed, before the default widths
+                shrinks.insert(1, every)
         finally:
             built = None  # the first model's memory back before the second is built
     if ol is None:
@@ -108,6 +117,24 @@ def _trace_both(
     ol.notes.insert(0, f"fake-tensor trace stopped ({why}): recorded on the real-data device "
                     "instead (random weights, small real inputs)")  # fmt: skip
     return ol
+
+
+def forget_cached_values(modules: set[str]) -> int:
+    """Empty the ``functools.lru_cache`` caches of the functions defined in ``modules`` (the
+    model's own): a helper cached on its arguments alone (patch coordinates by grid size and
+    device) keeps the fake trace's FakeTensors, which the real-data run would then get back
+    for the same arguments. The number of caches emptied."""
+    import functools
+    import gc
+
+    emptied = 0
+    for obj in gc.get_objects():
+        if type(obj) is functools._lru_cache_wrapper \
+                and getattr(obj, "__module__", None) in modules \
+                and obj.cache_info().currsize:  # fmt: skip
+            obj.cache_clear()
+            emptied += 1
+    return emptied
 
 
 def _to_device(x: Any, device: Any) -> Any:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from opcheck.core.errors import TraceError
+from opcheck.tracers import realdevice_host
 from opcheck.tracers.composite_kernels import _overload, decompose
 from opcheck.tracers.device import DEVICE, setup_device
 from opcheck.tracers.dispatch import _watch_functions
@@ -279,6 +280,8 @@ def install() -> None:
         pass
     _install_explicit_kernels(lib)
     _install_autocast()
+    # the CPU kernels of ops torch implements for accelerators only (fused RNN cells)
+    realdevice_host.install(_INSTALLED)
     # Optimizers pick the foreach path only for plain Tensor/Parameter types on a foreach
     # device; an npu parameter is this subclass, which a real backend's tensors are not.
     from torch.optim import optimizer as _opt

@@ -58,6 +58,14 @@ def tensor_class() -> Any:
         # the body itself, not a method calling it: one Python call less on every op call
         __torch_dispatch__ = classmethod(_torch_dispatch)  # type: ignore[assignment]
 
+        def __format__(self, spec: str) -> str:
+            # Tensor.__format__ formats a 0-dim tensor as its number for the Tensor class
+            # only (a subclass gets its repr): a real device's tensor is a Tensor, so
+            # f"expert_{index}" names a module key as it would there (a host read, recorded)
+            if self.dim() == 0:
+                return format(self.detach().item(), spec)
+            return object.__format__(self, spec)
+
         def tolist(self) -> Any:
             # the C++ method refuses subclasses; on a device, tolist copies to the host first
             return self.to("cpu").tolist()

@@ -30,6 +30,7 @@ from typing import Any
 
 from opcheck.core.errors import TraceError
 from opcheck.core.oplist import RECORDER_FAKE, OpList
+from opcheck.tracers import realdevice_host
 from opcheck.tracers.composite_kernels import _COMPOSITE_INSTALLED, install_composite_kernels
 from opcheck.tracers.device import _TRACER_DIR, DEVICE, _short_path, _torch_dirs, setup_device
 from opcheck.tracers.dispatch import (
@@ -97,6 +98,7 @@ def trace_module(
 
     setup_device()
     _install_escape_kernels()
+    realdevice_host.install_meta()  # the GRU cell's shapes (torch has no Meta kernel for it)
     composites = frozenset(composites)
     install_composite_kernels(composites)
     recorder = Recorder()
@@ -247,9 +249,9 @@ _SAME_ON_REAL = re.compile(
     r"(not enough|too many) values to unpack|split_with_sizes expects|k not in range|"
     r"is invalid for input of size|Sizes of tensors must match|index out of range|"
     r"out of bounds for dimension|object has no attribute|unexpected keyword argument|"
-    r"missing \d+ required positional argument|must be int, not NoneType|"
+    r"missing \d+ required positional argument|must be (int|real number), not NoneType|"
     r"object is not (callable|subscriptable|iterable)|unsupported operand type|"
-    r"Dimension out of range|'NoneType'|"
+    r"Dimension out of range|'NoneType'|\(unbatched\) or \dD \(batched\) input to|"
     # the model's own checks of its inputs and config, and lookups in Python containers
     r"^(ValueError|IndexError|KeyError): "
 )
