@@ -16,15 +16,19 @@ from opcheck.tracers import atlas_audio, atlas_hf_config, atlas_tvops
 from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
 from opcheck.tracers.atlas_hf_config import first_value
 from opcheck.tracers.atlas_inputs import (
+    FRAME_KEYS,
+    IMAGE_SIZE_KEYS,
     fit_image_batch,
     fit_image_tokens,
     fit_placeholder_ids,
     fit_tower_widths,
     fit_vocab,
+    image_pair,
     modal_inputs,
     paired_inputs,
     patch_inputs,
     series_maker,
+    video_frames,
     watch_towers,
 )
 
@@ -385,10 +389,12 @@ def _maker(name: str, cfgs: list[Any], vocab: int) -> Any:
 
     def image() -> Any:
         chans = int(first_value(cfgs, "num_channels", "in_channels", "in_chans", default=3))
-        h, w = _size2(first_value(cfgs, "image_size", "img_size", "input_size", default=224))
-        if any("num_frames" in vars(c) for c in cfgs):  # video: frames before channels
-            frames = int(first_value(cfgs, "num_frames", default=8))
-            return torch.randn(1, frames, chans, h, w)
+        h, w = _size2(first_value(cfgs, *IMAGE_SIZE_KEYS, default=224))
+        pair = image_pair(cfgs[0]) if name == "pixel_values" else None
+        if pair:  # an image pair (keypoint matching): the pair before the channels
+            return torch.randn(1, pair, chans, h, w)
+        if name.endswith("_videos") or any(k in vars(c) for c in cfgs for k in FRAME_KEYS):
+            return torch.randn(1, video_frames(cfgs), chans, h, w)  # frames before channels
         return torch.randn(1, chans, h, w)
 
     def features() -> Any:

@@ -54,6 +54,34 @@ def text_only() -> Iterator[None]:
         _TEXT_ONLY.pop()
 
 
+# config attributes sizing a model's images (or video frames), in order of preference
+IMAGE_SIZE_KEYS = ("image_size", "img_size", "input_size", "crop_size", "max_img_size")
+# config attributes counting a video's frames: a model whose config has one reads pixels as
+# (batch, frames, channels, h, w)
+FRAME_KEYS = ("num_frames", "frames_per_clip")
+# config attributes grouping frames into one patch in time (frames must be a multiple)
+TUBELET_KEYS = ("tubelet_size", "temporal_patch_size", "patch_temporal")
+
+
+def video_frames(cfgs: list[Any]) -> int:
+    """The frames of a video input: the config's own count (a frame-padding prompt or a
+    temporal position table is sized by it), else 8; a multiple of the frames grouped into one
+    temporal patch."""
+    frames = _int(first_value(cfgs, *FRAME_KEYS), 8)
+    tubelet = max(_int(first_value(cfgs, *TUBELET_KEYS), 1), 1)
+    return -(-frames // tubelet) * tubelet
+
+
+def image_pair(cfg: Any) -> int | None:
+    """2 where the model's type is one transformers lists for keypoint matching: such models
+    read ``pixel_values`` as image pairs ``(batch, 2, channels, h, w)`` (the task's convention,
+    whatever the forward's generated docstring says); None otherwise."""
+    from transformers.models.auto import modeling_auto
+
+    matching = getattr(modeling_auto, "MODEL_FOR_KEYPOINT_MATCHING_MAPPING_NAMES", {})
+    return 2 if getattr(cfg, "model_type", None) in matching else None
+
+
 def _int(v: Any, default: int) -> int:
     if isinstance(v, (list, tuple)) and v:
         v = v[0]
