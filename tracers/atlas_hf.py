@@ -378,9 +378,23 @@ def _size2(v: Any) -> tuple[int, int]:
     return int(v), int(v)
 
 
-def _maker(name: str, cfgs: list[Any], vocab: int) -> Any:
+def _timm_size(model: Any) -> tuple[int, int] | None:
+    """The (h, w) a timm model inside ``model`` takes (a TimmWrapper tower: its config names
+    the timm architecture only, the size is in the built model's ``pretrained_cfg``)."""
+    for mod in model.modules():
+        pretrained = getattr(mod, "pretrained_cfg", None)
+        size = pretrained.get("input_size") if isinstance(pretrained, dict) else None
+        if isinstance(size, (list, tuple)) and len(size) == 3:
+            return int(size[1]), int(size[2])
+    return None
+
+
+def _maker(
+    name: str, cfgs: list[Any], vocab: int, size: tuple[int, int] | None = None
+) -> Any:
     """A function making the input called ``name`` by transformers' naming conventions, or
-    None when the name follows none of them."""
+    None when the name follows none of them. ``size``: the image size when no config gives
+    one."""
     import torch
 
     def ids(n: int = SEQ) -> Any:
@@ -389,7 +403,8 @@ def _maker(name: str, cfgs: list[Any], vocab: int) -> Any:
 
     def image() -> Any:
         chans = int(first_value(cfgs, "num_channels", "in_channels", "in_chans", default=3))
-        h, w = _size2(first_value(cfgs, *IMAGE_SIZE_KEYS, default=224))
+        given = first_value(cfgs, *IMAGE_SIZE_KEYS)
+        h, w = _size2(given) if given is not None else size or (224, 224)
         pair = image_pair(cfgs[0]) if name == "pixel_values" else None
         if pair:  # an image pair (keypoint matching): the pair before the channels
             return torch.randn(1, pair, chans, h, w)
@@ -461,7 +476,7 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
     for name in dict.fromkeys(wanted):
         if name in kwargs:
             continue
-        make = _maker(name, cfgs, vocab)
+        make = _maker(name, cfgs, vocab, _timm_size(model))
         if name == "decoder_input_ids" and "input_ids" in kwargs:
             # the batch of the encoder's ids (the model's dummy_inputs may have two rows)
             kwargs[name] = kwargs["input_ids"][:, :4]

@@ -45,3 +45,11 @@ def test_a_keypoint_matching_model_gets_image_pairs() -> None:
     with torch.device("meta"):
         vit = transformers.ViTModel(transformers.ViTConfig(num_hidden_layers=1))
     assert _inputs(vit)["pixel_values"].dim() == 4
+
+
+def test_a_timm_tower_is_fed_the_size_of_its_pretrained_cfg() -> None:
+    # the config names the timm architecture only: the size is in the built model
+    cfg = transformers.TimmWrapperConfig(architecture="vit_tiny_patch16_384")
+    with torch.device("meta"):
+        model = transformers.TimmWrapperModel(cfg)
+    assert tuple(_inputs(model)["pixel_values"].shape) == (1, 3, 384, 384)
