@@ -16,8 +16,11 @@ from opcheck.tracers import atlas_audio, atlas_hf_config, atlas_tvops
 from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
 from opcheck.tracers.atlas_hf_config import first_value
 from opcheck.tracers.atlas_inputs import (
+    DOCUMENTED_INPUTS,
     FRAME_KEYS,
     IMAGE_SIZE_KEYS,
+    documented_input,
+    fit_default_choices,
     fit_image_batch,
     fit_image_tokens,
     fit_placeholder_ids,
@@ -283,6 +286,7 @@ def make_config(model_type: str, level: int) -> Any:
     fit_vocab(_subconfigs(cfg))
     fit_image_tokens(_subconfigs(cfg))
     fit_tower_widths(cfg)
+    fit_default_choices(_subconfigs(cfg))
     for c in _subconfigs(cfg):
         if "use_cache" in vars(c):
             c.use_cache = False  # a forward without a cache: one op list, no cache classes
@@ -469,6 +473,7 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
             wanted.extend(["input_ids", *paired_inputs(params, cfg)])
         # the ids of every other text encoder the forward takes (InstructBLIP's Q-Former)
         wanted.extend(n for n in params if n.endswith("_input_ids") and "decoder" not in n)
+    wanted.extend(n for n in DOCUMENTED_INPUTS if n in params)
     # a vision tower fed flattened patches: its grid / shapes / positions made with them
     for name, value in patch_inputs([n for n in params if n in wanted], cfgs).items():
         kwargs.setdefault(name, value)
@@ -480,6 +485,12 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
         if name == "decoder_input_ids" and "input_ids" in kwargs:
             # the batch of the encoder's ids (the model's dummy_inputs may have two rows)
             kwargs[name] = kwargs["input_ids"][:, :4]
+        elif make is None and name in DOCUMENTED_INPUTS:
+            made = documented_input(model.forward, name, cfgs, SEQ)
+            if made is None:
+                missing.append(name)
+            else:
+                kwargs[name] = made
         elif make is None:
             missing.append(name)
         else:

@@ -82,6 +82,61 @@ def image_pair(cfg: Any) -> int | None:
     return 2 if getattr(cfg, "model_type", None) in matching else None
 
 
+# inputs a document or detection processor makes beside the ids (a box per token, region
+# features and their positions) that the forward needs to run at all, made from the shape the
+# forward documents: their sizes are config attributes (``visual_feat_dim``) or the text length
+DOCUMENTED_INPUTS = ("bbox", "visual_feats", "visual_pos")
+_DOC_SHAPE = r"{name} \(`([^`]*)`[^(\n]*\(([^)]*)\)"
+
+
+def documented_input(forward: Any, name: str, cfgs: list[Any], seq: int) -> Any:
+    """The input ``name`` of the shape the forward's docstring gives it (``(batch_size,
+    num_boxes, 4)``, ``(batch_size, num_visual_features, visual_feat_dim)``): a dimension a
+    config attribute names takes its value, a number itself, the batch 1, any other ``seq``.
+    Boxes (``bbox``: last dimension 4) are well-formed, ``x0 <= x1``, in the 0-1000 range of
+    the layout embeddings, or 0-1 where the docstring says floats. None when undocumented."""
+    import re
+
+    import torch
+
+    doc = inspect.getdoc(forward) or ""
+    m = re.search(_DOC_SHAPE.format(name=re.escape(name)), doc)
+    if m is None:
+        return None
+    kind, dims = m.group(1), [d.strip() for d in m.group(2).split(",") if d.strip()]
+    shape: list[int] = []
+    for d in dims:
+        if d == "{0}":  # the library's template for (batch_size, sequence_length)
+            shape += [1, seq]
+        elif d.isdigit():
+            shape.append(int(d))
+        elif d == "batch_size":
+            shape.append(1)
+        else:
+            shape.append(_int(first_value(cfgs, d), seq))
+    if name == "bbox" and shape[-1] == 4:
+        corner = torch.arange(shape[-2] if len(shape) > 1 else 1) * 10 % 500
+        box = torch.stack([corner, corner, corner + 100, corner + 100], dim=-1)
+        box = box.expand(*shape).contiguous()
+        return box.long() if "Long" in kind else box.float() / 1000
+    if "Long" in kind:
+        return torch.zeros(*shape, dtype=torch.long)
+    return torch.randn(*shape)
+
+
+def fit_default_choices(cfgs: Iterable[Any]) -> None:
+    """A ``default_X`` a config leaves unset where it lists the choices ``Xs`` (X-MOD's
+    ``default_language`` among ``languages``: the forward refuses to guess): the first."""
+    for c in cfgs:
+        d = vars(c)
+        for key, value in list(d.items()):
+            if not key.startswith("default_") or value is not None:
+                continue
+            choices = d.get(key.removeprefix("default_") + "s")
+            if isinstance(choices, (list, tuple)) and choices:
+                setattr(c, key, choices[0])
+
+
 def _int(v: Any, default: int) -> int:
     if isinstance(v, (list, tuple)) and v:
         v = v[0]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from opcheck.tracers import atlas_hf
+from opcheck.tracers import atlas_hf, atlas_inputs
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -53,3 +53,48 @@ def test_a_timm_tower_is_fed_the_size_of_its_pretrained_cfg() -> None:
     with torch.device("meta"):
         model = transformers.TimmWrapperModel(cfg)
     assert tuple(_inputs(model)["pixel_values"].shape) == (1, 3, 384, 384)
+
+
+def test_region_features_take_the_documented_shape_sized_by_the_config() -> None:
+    cfg = transformers.LxmertConfig(
+        vocab_size=99, hidden_size=32, num_attention_heads=2, intermediate_size=37, l_layers=1,
+        x_layers=1, r_layers=1, visual_feat_dim=16, visual_pos_dim=4,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.LxmertModel(cfg)
+    made = _inputs(model)
+    # (batch_size, num_visual_features, visual_feat_dim): the config's width, the text length
+    assert tuple(made["visual_feats"].shape) == (1, atlas_hf.SEQ, 16)
+    assert tuple(made["visual_pos"].shape) == (1, atlas_hf.SEQ, 4)
+    with torch.no_grad():
+        model(**made)
+
+
+def test_token_boxes_are_well_formed_in_the_documented_dtype() -> None:
+    cfg = transformers.BrosConfig(vocab_size=99, num_hidden_layers=1)
+    torch.manual_seed(0)
+    model = transformers.BrosModel(cfg)
+    box = _inputs(model)["bbox"]
+    assert tuple(box.shape) == (1, atlas_hf.SEQ, 4)
+    assert box.is_floating_point() and float(box.min()) >= 0 and float(box.max()) <= 1
+    assert bool((box[..., 0] <= box[..., 2]).all() and (box[..., 1] <= box[..., 3]).all())
+    with torch.no_grad():
+        model(**_inputs(model))
+    # LayoutLM documents LongTensor boxes in its 0-1000 embedding range
+    with torch.device("meta"):
+        layout = transformers.LayoutLMModel(transformers.LayoutLMConfig(num_hidden_layers=1))
+    long_box = atlas_hf.make_inputs(layout, layout.config, real=True)[1]["bbox"]
+    assert long_box.dtype == torch.long and int(long_box.max()) <= 1000
+
+
+def test_an_unset_default_choice_is_the_first_the_config_lists() -> None:
+    cfg = transformers.XmodConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1,
+                                  num_attention_heads=2, intermediate_size=37,
+                                  languages=["de_DE", "en_XX"])  # fmt: skip
+    assert cfg.default_language is None
+    atlas_inputs.fit_default_choices([cfg])
+    assert cfg.default_language == "de_DE"
+    torch.manual_seed(0)
+    model = transformers.XmodModel(cfg)
+    with torch.no_grad():  # without a default language the forward refuses to run
+        model(**_inputs(model))
