@@ -441,6 +441,13 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
     import torch
     from transformers import PreTrainedModel
 
+    if type(model).forward is torch.nn.Module.forward:
+        # a wrapper that only generates, chaining its parts (Bark's stages, an omni model's
+        # thinker and talker, a VQ-VAE's encode/decode): nothing one forward would trace
+        parts = [n for n, m in model.named_children() if isinstance(m, PreTrainedModel)]
+        raise ModelSkip(f"{type(model).__name__}: no forward of its own, it runs by generate() "
+                        "or its own methods"
+                        + (f" (its parts {', '.join(parts)} have forwards)" if parts else ""))
     params = inspect.signature(model.forward).parameters
     cfgs = _subconfigs(cfg)
     vocab = int(first_value(cfgs, "vocab_size", default=1000) or 1000)

@@ -98,3 +98,13 @@ def test_an_unset_default_choice_is_the_first_the_config_lists() -> None:
     model = transformers.XmodModel(cfg)
     with torch.no_grad():  # without a default language the forward refuses to run
         model(**_inputs(model))
+
+
+def test_a_model_without_a_forward_is_skipped_with_a_reason_about_it() -> None:
+    from opcheck.tracers.atlas_build import ModelSkip
+
+    cfg = transformers.BarkConfig()
+    with torch.device("meta"):
+        model = transformers.BarkModel(cfg)
+    with pytest.raises(ModelSkip, match=r"BarkModel: no forward of its own.*semantic"):
+        _inputs(model)
