@@ -19,6 +19,7 @@ from opcheck.tracers.atlas_inputs import (
     DOCUMENTED_INPUTS,
     FRAME_KEYS,
     IMAGE_SIZE_KEYS,
+    PATCH_PARAMS,
     documented_input,
     fit_default_choices,
     fit_image_batch,
@@ -40,6 +41,7 @@ from opcheck.tracers.atlas_inputs import (
 # usable when it is imported, so the folder goes on the path before that.
 atlas_tvops.enable()
 
+SLIDING_WINDOW = 4096  # a sliding-attention width where a default config leaves it unset
 SEQ = 8  # text length: enough for every op a longer sequence sends
 # Heads in order of preference (the most representative use of a model type) and the task the
 # atlas shows for each. A model type appearing under several takes the first.
@@ -263,6 +265,12 @@ def _fill_unset_sizes(cfg: Any) -> None:
         if "num_key_value_heads" in d and d["num_key_value_heads"] is None \
                 and isinstance(heads, int):
             c.num_key_value_heads = heads
+        # a window left to the checkpoint where the config has sliding-window layers (their
+        # own heads, a layer type): the model builds a sliding mask and needs a width
+        sliding = any("sliding" in k and isinstance(v, int) and not isinstance(v, bool) and v
+                      for k, v in d.items()) or "sliding_attention" in (d.get("layer_types") or ())
+        if "sliding_window" in d and d["sliding_window"] is None and sliding:
+            c.sliding_window = SLIDING_WINDOW
 
 
 def make_config(model_type: str, level: int) -> Any:
@@ -482,7 +490,10 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
         wanted.extend(n for n in params if n.endswith("_input_ids") and "decoder" not in n)
     wanted.extend(n for n in DOCUMENTED_INPUTS if n in params)
     # a vision tower fed flattened patches: its grid / shapes / positions made with them
-    for name, value in patch_inputs([n for n in params if n in wanted], cfgs).items():
+    # (a pixel model's optional patch conventions too: without them its patches are misread)
+    patch_names = [n for n in params if n in wanted
+                   or (main.startswith("pixel_values") and main in wanted and n in PATCH_PARAMS)]
+    for name, value in patch_inputs(patch_names, cfgs).items():
         kwargs.setdefault(name, value)
     missing = []
     for name in dict.fromkeys(wanted):

@@ -108,3 +108,32 @@ def test_a_model_without_a_forward_is_skipped_with_a_reason_about_it() -> None:
         model = transformers.BarkModel(cfg)
     with pytest.raises(ModelSkip, match=r"BarkModel: no forward of its own.*semantic"):
         _inputs(model)
+
+
+def test_an_unset_sliding_window_is_set_only_where_the_config_has_sliding_layers() -> None:
+    cfg = transformers.Step3p7Config()
+    assert cfg.text_config.sliding_window is None
+    atlas_hf._fill_unset_sizes(cfg)
+    assert cfg.text_config.sliding_window == atlas_hf.SLIDING_WINDOW
+    # a flag turning sliding attention off is no sliding layer
+    qwen = transformers.Qwen2Config(use_sliding_window=False)
+    atlas_hf._fill_unset_sizes(qwen)
+    assert qwen.sliding_window is None
+
+
+def test_a_pixel_model_gets_its_optional_patch_conventions() -> None:
+    vision = transformers.Siglip2VisionConfig(hidden_size=32, intermediate_size=37,
+                                              num_hidden_layers=1, num_attention_heads=2,
+                                              patch_size=4, num_patches=16)  # fmt: skip
+    cfg = transformers.Siglip2Config(vision_config=vision.to_dict(),
+                                     text_config={"hidden_size": 32, "intermediate_size": 37,
+                                                  "num_hidden_layers": 1,
+                                                  "num_attention_heads": 2})  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.Siglip2ForImageClassification(cfg)
+    made = _inputs(model)
+    # flattened patches (channels x patch x patch wide) with their grid and mask
+    assert made["pixel_values"].shape[-1] == 3 * 4 * 4
+    assert made["spatial_shapes"].tolist() == [[2, 2]]
+    with torch.no_grad():
+        model(**made)
