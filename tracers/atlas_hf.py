@@ -492,7 +492,8 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
     # a vision tower fed flattened patches: its grid / shapes / positions made with them
     # (a pixel model's optional patch conventions too: without them its patches are misread)
     patch_names = [n for n in params if n in wanted
-                   or (main.startswith("pixel_values") and main in wanted and n in PATCH_PARAMS)]
+                   or (str(main).startswith("pixel_values") and main in wanted
+                                          and n in PATCH_PARAMS)]
     for name, value in patch_inputs(patch_names, cfgs).items():
         kwargs.setdefault(name, value)
     missing = []
