@@ -496,6 +496,22 @@ def fit_image_batch(params: Iterable[str], kwargs: dict[str, Any]) -> None:
                       ids.new_ones(ids.shape[0], ids.shape[1], pixels.shape[1]))  # fmt: skip
 
 
+def fit_patch_grid(main: Any, params: Iterable[str], kwargs: dict[str, Any],
+                   cfgs: list[Any]) -> None:
+    """NaViT-style packer convention: a vision tower whose forward takes ``target_sizes`` (the
+    patch grid ``(h, w)`` per image, its position ids bucketed from it) given the grid of the
+    image made, patches per side by the config's ``patch_size``."""
+    import torch
+
+    pixels = kwargs.get("pixel_values")
+    if main != "pixel_values" or "target_sizes" not in params or "target_sizes" in kwargs \
+            or pixels is None or pixels.dim() != 4:
+        return
+    patch = _int(first_value(cfgs, "patch_size"), 14)
+    grid = [[pixels.shape[-2] // patch, pixels.shape[-1] // patch]]
+    kwargs["target_sizes"] = torch.tensor(grid, dtype=torch.int32)
+
+
 def series_maker(name: str, cfgs: list[Any]) -> Callable[[], Any] | None:
     """Time-series inputs (``past_values``, ``past_time_features``, ``past_observed_mask``,
     ``future_time_features``): the context window plus the largest lag, the config's channels

@@ -137,3 +137,16 @@ def test_a_pixel_model_gets_its_optional_patch_conventions() -> None:
     assert made["spatial_shapes"].tolist() == [[2, 2]]
     with torch.no_grad():
         model(**made)
+
+
+def test_a_navit_packer_tower_gets_the_patch_grid_of_its_image() -> None:
+    cfg = transformers.MiniCPMOcrVisionConfig(hidden_size=32, intermediate_size=37,
+                                              num_hidden_layers=1, num_attention_heads=2,
+                                              image_size=56, patch_size=14)  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.MiniCPMOcrVisionModel(cfg)
+    made = _inputs(model)
+    assert tuple(made["pixel_values"].shape) == (1, 3, 56, 56)
+    assert made["target_sizes"].tolist() == [[4, 4]]  # 56 / 14 patches per side
+    with torch.no_grad():  # without the grid the position ids cannot be bucketed
+        model(**made)
