@@ -23,6 +23,7 @@ from opcheck.tracers.atlas_inputs import (
     documented_input,
     fit_default_choices,
     fit_image_batch,
+    fit_image_positions,
     fit_image_tokens,
     fit_patch_grid,
     fit_placeholder_ids,
@@ -517,6 +518,7 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
             kwargs[name] = make()
     fit_image_batch(params, kwargs)
     fit_patch_grid(main, params, kwargs, cfgs)
+    fit_image_positions(params, kwargs, cfg)
     if "input_ids" in kwargs and "attention_mask" in params and "attention_mask" not in kwargs:
         kwargs["attention_mask"] = torch.ones(kwargs["input_ids"].shape, dtype=torch.long)
     missing = atlas_audio.fit_inputs(model, cfgs, params, kwargs, missing, real=real)

@@ -321,7 +321,7 @@ def image_inputs(params: Iterable[str], cfg: Any) -> tuple[dict[str, Any], int |
 
 def _predicted_tokens(cfg: Any, vcfgs: list[Any], side: int, patch: int) -> int | None:
     fixed = first_value([cfg], "mm_tokens_per_image", "image_seq_length", "num_image_tokens",
-                        "num_query_tokens")
+                        "num_query_tokens", "latent_query_num")
     if isinstance(fixed, int) and fixed > 0:
         return fixed
     if side % patch:
@@ -510,6 +510,29 @@ def fit_patch_grid(main: Any, params: Iterable[str], kwargs: dict[str, Any],
     patch = _int(first_value(cfgs, "patch_size"), 14)
     grid = [[pixels.shape[-2] // patch, pixels.shape[-1] // patch]]
     kwargs["target_sizes"] = torch.tensor(grid, dtype=torch.int32)
+
+
+def fit_image_positions(params: Iterable[str], kwargs: dict[str, Any], cfg: Any) -> None:
+    """Kosmos-2 convention: a forward taking ``image_embeds_position_mask`` places the image's
+    features where the mask is 1 (no placeholder token id): ``input_ids`` get as many
+    positions as the config's per-image token count (``latent_query_num`` ...) after their
+    first two ids, the mask marking them."""
+    import torch
+
+    key = next((p for p in params if p.startswith("image") and p.endswith("_position_mask")), None)
+    pixels, ids = kwargs.get("pixel_values"), kwargs.get("input_ids")
+    if key is None or key in kwargs or pixels is None or ids is None:
+        return
+    vcfgs = sub_configs(cfg, "vision")
+    side = _side(first_value(vcfgs, *IMAGE_SIZE_KEYS))
+    count = _predicted_tokens(cfg, vcfgs, side, _int(first_value(vcfgs, "patch_size"), 14))
+    if not count:
+        return
+    slots = ids[:, 2:3].expand(ids.shape[0], count)  # any id: the features replace them
+    kwargs["input_ids"] = torch.cat([ids[:, :2], slots, ids[:, 2:]], dim=1)
+    mask = torch.zeros_like(kwargs["input_ids"])
+    mask[:, 2:2 + count] = 1
+    kwargs[key] = mask
 
 
 def series_maker(name: str, cfgs: list[Any]) -> Callable[[], Any] | None:

@@ -150,3 +150,21 @@ def test_a_navit_packer_tower_gets_the_patch_grid_of_its_image() -> None:
     assert made["target_sizes"].tolist() == [[4, 4]]  # 56 / 14 patches per side
     with torch.no_grad():  # without the grid the position ids cannot be bucketed
         model(**made)
+
+
+def test_image_positions_marked_by_a_mask_hold_the_configs_token_count() -> None:
+    cfg = transformers.Kosmos2Config(
+        text_config={"vocab_size": 99, "embed_dim": 32, "layers": 1, "attention_heads": 2,
+                     "ffn_dim": 37},
+        vision_config={"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 1,
+                       "num_attention_heads": 2, "image_size": 32, "patch_size": 8},
+        latent_query_num=4,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.Kosmos2ForConditionalGeneration(cfg)
+    made = _inputs(model)
+    mask = made["image_embeds_position_mask"]
+    assert mask.shape == made["input_ids"].shape == (1, atlas_hf.SEQ + 4)
+    assert int(mask.sum()) == 4 and mask[0, 2:6].tolist() == [1, 1, 1, 1]
+    with torch.no_grad():  # without the mask the image features have nowhere to go
+        model(**made)
