@@ -24,11 +24,13 @@ FULL = "full"
 TOKEN_KEYS = {
     "image": ("image_token_id", "image_token_index"),
     "audio": ("audio_token_id", "audio_token_index"),
+    "video": ("video_token_id", "video_token_index"),
 }
 # the main input of each modality's tower, by the forward's parameter name
 MEDIA = {"pixel_values": "image", "pixel_values_videos": "video", "input_features": "audio",
          "input_values": "audio"}  # fmt: skip
-FEATURE_FNS = {"image": "get_image_features", "audio": "get_audio_features"}
+FEATURE_FNS = {"image": "get_image_features", "audio": "get_audio_features",
+               "video": "get_video_features"}  # fmt: skip
 # the tokens a processor puts around a modality's placeholders (position ids count from them)
 BOUNDS = {
     "image": (("vision_start_token_id", "boi_token_id", "boi_token_index", "image_start_token_id"),
@@ -333,6 +335,23 @@ def _predicted_tokens(cfg: Any, vcfgs: list[Any], side: int, patch: int) -> int 
     return n
 
 
+def video_inputs(params: Iterable[str], cfg: Any) -> tuple[dict[str, Any], int | None]:
+    """A clip ``(1, frames, channels, h, w)`` for the forward's video input (``params``: its
+    parameters, ``pixel_values_videos`` where it takes one), sized from the vision config,
+    and the placeholder tokens predicted: the per-image count (query tokens ...) per frame."""
+    import torch
+
+    vcfgs = sub_configs(cfg, "vision")
+    chans = _int(first_value(vcfgs, "num_channels", "in_channels", "in_chans"), 3)
+    patch = _int(first_value(vcfgs, "patch_size", "spatial_patch_size"), 14)
+    side = _side(first_value(vcfgs, *IMAGE_SIZE_KEYS))
+    frames = video_frames(vcfgs)
+    key = "pixel_values_videos" if "pixel_values_videos" in set(params) else "pixel_values"
+    per_frame = _predicted_tokens(cfg, vcfgs, side, patch)
+    return ({key: torch.randn(1, frames, chans, side, side)},
+            per_frame * frames if per_frame else None)  # fmt: skip
+
+
 def audio_inputs(params: Iterable[str], cfg: Any) -> tuple[dict[str, Any], int | None]:
     """Log-mel features sized from the audio config (``num_mel_bins``, two frames per source
     position as Whisper-style encoders require), their frame mask when the forward takes one."""
@@ -439,10 +458,16 @@ def modal_inputs(
     if _TEXT_ONLY:
         return out
     text = ids()
-    makers = (("image", image_inputs, "pixel_values"), ("audio", audio_inputs, "input_features"))
+    # a video is fed only to a model whose sole visual placeholder is a video's (InstructBLIP-
+    # Video: its pixel_values are clips); one with image placeholders too is fed images
+    video_key = "pixel_values_videos" if "pixel_values_videos" in params else "pixel_values"
+    makers = (("image", image_inputs, "pixel_values"), ("audio", audio_inputs, "input_features"),
+              ("video", video_inputs, video_key))  # fmt: skip
     for modality, makes, key in makers:
         tok = token_id(cfg, TOKEN_KEYS[modality])
-        if key not in params or tok is None:
+        if key not in params or tok is None or key in out:
+            continue
+        if modality == "video" and token_id(cfg, TOKEN_KEYS["image"]) is not None:
             continue
         made, predicted = makes(params, cfg)
         count = count_features(model, modality, made) or predicted
@@ -450,7 +475,8 @@ def modal_inputs(
             continue
         out.update(made)
         FED.add(modality)
-        bounds = (token_id(cfg, BOUNDS[modality][0]), token_id(cfg, BOUNDS[modality][1]))
+        starts, ends = BOUNDS.get(modality, ((), ()))
+        bounds = (token_id(cfg, starts), token_id(cfg, ends))
         text = with_placeholders(text, tok, count, bounds)
     if out:
         out["input_ids"] = text

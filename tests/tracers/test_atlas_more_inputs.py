@@ -48,11 +48,25 @@ def test_a_keypoint_matching_model_gets_image_pairs() -> None:
 
 
 def test_a_timm_tower_is_fed_the_size_of_its_pretrained_cfg() -> None:
-    # the config names the timm architecture only: the size is in the built model
-    cfg = transformers.TimmWrapperConfig(architecture="vit_tiny_patch16_384")
-    with torch.device("meta"):
-        model = transformers.TimmWrapperModel(cfg)
-    assert tuple(_inputs(model)["pixel_values"].shape) == (1, 3, 384, 384)
+    # TimmWrapper's config names the timm architecture only: the size is in the built timm
+    # model's pretrained_cfg (a stand-in here: transformers may have been imported before the
+    # atlas put timm on the path)
+    base: Any = transformers.PreTrainedModel
+
+    class TimmLike(base):  # type: ignore[misc]
+        config_class = transformers.PretrainedConfig
+        main_input_name = "pixel_values"
+
+        def __init__(self, config: Any) -> None:
+            super().__init__(config)
+            self.timm_model = torch.nn.Conv2d(3, 4, 1)
+            self.timm_model.pretrained_cfg = {"input_size": (3, 96, 128)}
+
+        def forward(self, pixel_values: Any) -> Any:
+            return self.timm_model(pixel_values)
+
+    model = TimmLike(transformers.PretrainedConfig())
+    assert tuple(_inputs(model)["pixel_values"].shape) == (1, 3, 96, 128)
 
 
 def test_region_features_take_the_documented_shape_sized_by_the_config() -> None:
@@ -167,4 +181,29 @@ def test_image_positions_marked_by_a_mask_hold_the_configs_token_count() -> None
     assert mask.shape == made["input_ids"].shape == (1, atlas_hf.SEQ + 4)
     assert int(mask.sum()) == 4 and mask[0, 2:6].tolist() == [1, 1, 1, 1]
     with torch.no_grad():  # without the mask the image features have nowhere to go
+        model(**made)
+
+
+def test_a_model_whose_only_placeholder_is_a_videos_gets_a_clip_and_its_tokens() -> None:
+    cfg = transformers.InstructBlipVideoConfig(
+        vision_config={"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 1,
+                       "num_attention_heads": 2, "image_size": 28, "patch_size": 14},
+        qformer_config={"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                        "intermediate_size": 37, "encoder_hidden_size": 32, "vocab_size": 99},
+        text_config={"model_type": "opt", "vocab_size": 99, "hidden_size": 32,
+                     "num_hidden_layers": 1, "ffn_dim": 37, "num_attention_heads": 2,
+                     "word_embed_proj_dim": 32},
+        num_query_tokens=2,
+    )  # fmt: skip
+    cfgs = atlas_hf._subconfigs(cfg)
+    atlas_inputs.fit_placeholder_ids(cfgs)  # the default config leaves the video token unset
+    atlas_inputs.fit_vocab(cfgs)
+    torch.manual_seed(0)
+    model = transformers.InstructBlipVideoForConditionalGeneration(cfg)
+    made = _inputs(model)
+    frames = made["pixel_values"].shape[1]
+    assert made["pixel_values"].dim() == 5 and frames == 8
+    # the query tokens of every frame
+    assert int((made["input_ids"] == cfg.video_token_index).sum()) == 2 * frames
+    with torch.no_grad():
         model(**made)
