@@ -19,6 +19,7 @@ from opcheck.tracers.atlas_inputs import (
     DOCUMENTED_INPUTS,
     FRAME_KEYS,
     IMAGE_SIZE_KEYS,
+    MEDIA,
     PATCH_PARAMS,
     documented_input,
     fit_default_choices,
@@ -490,6 +491,10 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
             wanted.extend(["input_ids", *paired_inputs(params, cfg)])
         # the ids of every other text encoder the forward takes (InstructBLIP's Q-Former)
         wanted.extend(n for n in params if n.endswith("_input_ids") and "decoder" not in n)
+    elif isinstance(main, str) and main in MEDIA:
+        # an encoder of several modalities and no text (audio + video): every tower fed, as
+        # its embedder aligns them (the atlas retries on the main input alone when that fails)
+        wanted.extend(n for n in paired_inputs(params, cfg) if MEDIA[n] != MEDIA[main])
     wanted.extend(n for n in DOCUMENTED_INPUTS if n in params)
     # a vision tower fed flattened patches: its grid / shapes / positions made with them
     # (a pixel model's optional patch conventions too: without them its patches are misread)

@@ -207,3 +207,25 @@ def test_a_model_whose_only_placeholder_is_a_videos_gets_a_clip_and_its_tokens()
     assert int((made["input_ids"] == cfg.video_token_index).sum()) == 2 * frames
     with torch.no_grad():
         model(**made)
+
+
+def test_an_encoder_of_audio_and_video_without_text_is_fed_both() -> None:
+    base: Any = transformers.PreTrainedModel
+
+    class AudioVideo(base):  # type: ignore[misc]
+        # PE audio-video's shape: both optional, its embedder aligns the two
+        config_class = transformers.PretrainedConfig
+        main_input_name = "input_values"
+
+        def __init__(self, config: Any) -> None:
+            super().__init__(config)
+            self.proj = torch.nn.Linear(1, 1)
+
+        def forward(self, input_values: Any = None, pixel_values_videos: Any = None) -> Any:
+            return self.proj(input_values.mean().view(1, 1) + pixel_values_videos.mean())
+
+    cfg = transformers.PretrainedConfig()
+    cfg.num_frames = 4
+    made = _inputs(AudioVideo(cfg))
+    assert "input_values" in made
+    assert tuple(made["pixel_values_videos"].shape)[:3] == (1, 4, 3)
