@@ -28,6 +28,7 @@ from opcheck.tracers.atlas_inputs import (
     fit_image_tokens,
     fit_patch_grid,
     fit_placeholder_ids,
+    fit_prompt_canvas,
     fit_tower_widths,
     fit_vocab,
     image_pair,
@@ -524,6 +525,7 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
     fit_image_batch(params, kwargs)
     fit_patch_grid(main, params, kwargs, cfgs)
     fit_image_positions(params, kwargs, cfg)
+    fit_prompt_canvas(kwargs)
     if "input_ids" in kwargs and "attention_mask" in params and "attention_mask" not in kwargs:
         kwargs["attention_mask"] = torch.ones(kwargs["input_ids"].shape, dtype=torch.long)
     missing = atlas_audio.fit_inputs(model, cfgs, params, kwargs, missing, real=real)

@@ -561,6 +561,18 @@ def fit_image_positions(params: Iterable[str], kwargs: dict[str, Any], cfg: Any)
     kwargs[key] = mask
 
 
+def fit_prompt_canvas(kwargs: dict[str, Any]) -> None:
+    """SegGPT convention (in-context segmentation): the forward stacks the prompt image over
+    the input image (and the prompt's masks over each other) into the configured canvas, so
+    each of ``pixel_values``, ``prompt_pixel_values`` and ``prompt_masks`` is half its height."""
+    if "prompt_pixel_values" not in kwargs:
+        return
+    for key in ("pixel_values", "prompt_pixel_values", "prompt_masks"):
+        v = kwargs.get(key)
+        if v is not None and v.dim() == 4 and v.shape[-2] % 2 == 0:
+            kwargs[key] = v[..., : v.shape[-2] // 2, :].contiguous()
+
+
 def series_maker(name: str, cfgs: list[Any]) -> Callable[[], Any] | None:
     """Time-series inputs (``past_values``, ``past_time_features``, ``past_observed_mask``,
     ``future_time_features``): the context window plus the largest lag, the config's channels

@@ -229,3 +229,19 @@ def test_an_encoder_of_audio_and_video_without_text_is_fed_both() -> None:
     made = _inputs(AudioVideo(cfg))
     assert "input_values" in made
     assert tuple(made["pixel_values_videos"].shape)[:3] == (1, 4, 3)
+
+
+def test_an_in_context_prompt_and_its_image_each_take_half_the_canvas() -> None:
+    cfg = transformers.SegGptConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, mlp_dim=37,
+        image_size=[64, 32], patch_size=8, pretrain_image_size=32, decoder_hidden_size=16,
+        intermediate_hidden_state_indices=[0, 1], merge_index=0,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.SegGptModel(cfg)
+    made = _inputs(model)
+    # the forward stacks prompt over image (64 x 32): each is 32 x 32
+    for key in ("pixel_values", "prompt_pixel_values", "prompt_masks"):
+        assert tuple(made[key].shape[-2:]) == (32, 32)
+    with torch.no_grad():
+        model(**made)
