@@ -16,16 +16,28 @@ from opcheck.tracers import atlas_audio, atlas_hf_config, atlas_tvops
 from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
 from opcheck.tracers.atlas_hf_config import first_value
 from opcheck.tracers.atlas_inputs import (
+    DOCUMENTED_INPUTS,
+    FRAME_KEYS,
+    IMAGE_SIZE_KEYS,
+    MEDIA,
+    PATCH_PARAMS,
+    documented_input,
+    fit_default_choices,
     fit_image_batch,
+    fit_image_positions,
     fit_image_side,
     fit_image_tokens,
+    fit_patch_grid,
     fit_placeholder_ids,
+    fit_prompt_canvas,
     fit_tower_widths,
     fit_vocab,
+    image_pair,
     modal_inputs,
     paired_inputs,
     patch_inputs,
     series_maker,
+    video_frames,
     watch_towers,
 )
 
@@ -34,6 +46,7 @@ from opcheck.tracers.atlas_inputs import (
 # usable when it is imported, so the folder goes on the path before that.
 atlas_tvops.enable()
 
+SLIDING_WINDOW = 4096  # a sliding-attention width where a default config leaves it unset
 SEQ = 8  # text length: enough for every op a longer sequence sends
 # Heads in order of preference (the most representative use of a model type) and the task the
 # atlas shows for each. A model type appearing under several takes the first.
@@ -270,6 +283,12 @@ def _fill_unset_sizes(cfg: Any) -> None:
         if "num_key_value_heads" in d and d["num_key_value_heads"] is None \
                 and isinstance(heads, int):
             c.num_key_value_heads = heads
+        # a window left to the checkpoint where the config has sliding-window layers (their
+        # own heads, a layer type): the model builds a sliding mask and needs a width
+        sliding = any("sliding" in k and isinstance(v, int) and not isinstance(v, bool) and v
+                      for k, v in d.items()) or "sliding_attention" in (d.get("layer_types") or ())
+        if "sliding_window" in d and d["sliding_window"] is None and sliding:
+            c.sliding_window = SLIDING_WINDOW
 
 
 # the real-data build's last resort: experts and widths narrowed, every layer kept. A count
@@ -303,6 +322,7 @@ def make_config(model_type: str, level: int) -> Any:
     fit_vocab(_subconfigs(cfg))
     fit_image_tokens(_subconfigs(cfg))
     fit_tower_widths(cfg)
+    fit_default_choices(_subconfigs(cfg))
     for c in _subconfigs(cfg):
         if "use_cache" in vars(c):
             c.use_cache = False  # a forward without a cache: one op list, no cache classes
@@ -403,9 +423,23 @@ def _size2(v: Any) -> tuple[int, int]:
     return int(v), int(v)
 
 
-def _maker(name: str, cfgs: list[Any], vocab: int) -> Any:
+def _timm_size(model: Any) -> tuple[int, int] | None:
+    """The (h, w) a timm model inside ``model`` takes (a TimmWrapper tower: its config names
+    the timm architecture only, the size is in the built model's ``pretrained_cfg``)."""
+    for mod in model.modules():
+        pretrained = getattr(mod, "pretrained_cfg", None)
+        size = pretrained.get("input_size") if isinstance(pretrained, dict) else None
+        if isinstance(size, (list, tuple)) and len(size) == 3:
+            return int(size[1]), int(size[2])
+    return None
+
+
+def _maker(
+    name: str, cfgs: list[Any], vocab: int, size: tuple[int, int] | None = None
+) -> Any:
     """A function making the input called ``name`` by transformers' naming conventions, or
-    None when the name follows none of them."""
+    None when the name follows none of them. ``size``: the image size when no config gives
+    one."""
     import torch
 
     def ids(n: int = SEQ) -> Any:
@@ -414,11 +448,14 @@ def _maker(name: str, cfgs: list[Any], vocab: int) -> Any:
 
     def image() -> Any:
         chans = int(first_value(cfgs, "num_channels", "in_channels", "in_chans", default=3))
-        h, w = fit_image_side(cfgs, *_size2(first_value(cfgs, "image_size", "img_size",
-                                                        "input_size", default=224)))
-        if any("num_frames" in vars(c) for c in cfgs):  # video: frames before channels
-            frames = int(first_value(cfgs, "num_frames", default=8))
-            return torch.randn(1, frames, chans, h, w)
+        given = first_value(cfgs, *IMAGE_SIZE_KEYS)
+        h, w = fit_image_side(cfgs, *(_size2(given) if given is not None
+                                      else size or (224, 224)))
+        pair = image_pair(cfgs[0]) if name == "pixel_values" else None
+        if pair:  # an image pair (keypoint matching): the pair before the channels
+            return torch.randn(1, pair, chans, h, w)
+        if name.endswith("_videos") or any(k in vars(c) for c in cfgs for k in FRAME_KEYS):
+            return torch.randn(1, video_frames(cfgs), chans, h, w)  # frames before channels
         return torch.randn(1, chans, h, w)
 
     def features() -> Any:
@@ -446,6 +483,13 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
     import torch
     from transformers import PreTrainedModel
 
+    if type(model).forward is torch.nn.Module.forward:
+        # a wrapper that only generates, chaining its parts (Bark's stages, an omni model's
+        # thinker and talker, a VQ-VAE's encode/decode): nothing one forward would trace
+        parts = [n for n, m in model.named_children() if isinstance(m, PreTrainedModel)]
+        raise ModelSkip(f"{type(model).__name__}: no forward of its own, it runs by generate() "
+                        "or its own methods"
+                        + (f" (its parts {', '.join(parts)} have forwards)" if parts else ""))
     params = inspect.signature(model.forward).parameters
     cfgs = _subconfigs(cfg)
     vocab = int(first_value(cfgs, "vocab_size", default=1000) or 1000)
@@ -478,22 +522,40 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
             wanted.extend(["input_ids", *paired_inputs(params, cfg)])
         # the ids of every other text encoder the forward takes (InstructBLIP's Q-Former)
         wanted.extend(n for n in params if n.endswith("_input_ids") and "decoder" not in n)
+    elif isinstance(main, str) and main in MEDIA:
+        # an encoder of several modalities and no text (audio + video): every tower fed, as
+        # its embedder aligns them (the atlas retries on the main input alone when that fails)
+        wanted.extend(n for n in paired_inputs(params, cfg) if MEDIA[n] != MEDIA[main])
+    wanted.extend(n for n in DOCUMENTED_INPUTS if n in params)
     # a vision tower fed flattened patches: its grid / shapes / positions made with them
-    for name, value in patch_inputs([n for n in params if n in wanted], cfgs).items():
+    # (a pixel model's optional patch conventions too: without them its patches are misread)
+    patch_names = [n for n in params if n in wanted
+                   or (str(main).startswith("pixel_values") and main in wanted
+                                          and n in PATCH_PARAMS)]
+    for name, value in patch_inputs(patch_names, cfgs).items():
         kwargs.setdefault(name, value)
     missing = []
     for name in dict.fromkeys(wanted):
         if name in kwargs:
             continue
-        make = _maker(name, cfgs, vocab)
+        make = _maker(name, cfgs, vocab, _timm_size(model))
         if name == "decoder_input_ids" and "input_ids" in kwargs:
             # the batch of the encoder's ids (the model's dummy_inputs may have two rows)
             kwargs[name] = kwargs["input_ids"][:, :4]
+        elif make is None and name in DOCUMENTED_INPUTS:
+            made = documented_input(model.forward, name, cfgs, SEQ)
+            if made is None:
+                missing.append(name)
+            else:
+                kwargs[name] = made
         elif make is None:
             missing.append(name)
         else:
             kwargs[name] = make()
     fit_image_batch(params, kwargs)
+    fit_patch_grid(main, params, kwargs, cfgs)
+    fit_image_positions(params, kwargs, cfg)
+    fit_prompt_canvas(kwargs)
     if "input_ids" in kwargs and "attention_mask" in params and "attention_mask" not in kwargs:
         kwargs["attention_mask"] = torch.ones(kwargs["input_ids"].shape, dtype=torch.long)
     missing = atlas_audio.fit_inputs(model, cfgs, params, kwargs, missing, real=real)

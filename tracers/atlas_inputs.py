@@ -25,11 +25,13 @@ FULL = "full"
 TOKEN_KEYS = {
     "image": ("image_token_id", "image_token_index"),
     "audio": ("audio_token_id", "audio_token_index"),
+    "video": ("video_token_id", "video_token_index"),
 }
 # the main input of each modality's tower, by the forward's parameter name
 MEDIA = {"pixel_values": "image", "pixel_values_videos": "video", "input_features": "audio",
          "input_values": "audio"}  # fmt: skip
-FEATURE_FNS = {"image": "get_image_features", "audio": "get_audio_features"}
+FEATURE_FNS = {"image": "get_image_features", "audio": "get_audio_features",
+               "video": "get_video_features"}  # fmt: skip
 # the tokens a processor puts around a modality's placeholders (position ids count from them)
 BOUNDS = {
     "image": (("vision_start_token_id", "boi_token_id", "boi_token_index", "image_start_token_id"),
@@ -53,6 +55,89 @@ def text_only() -> Iterator[None]:
         yield
     finally:
         _TEXT_ONLY.pop()
+
+
+# config attributes sizing a model's images (or video frames), in order of preference
+IMAGE_SIZE_KEYS = ("image_size", "img_size", "input_size", "crop_size", "max_img_size")
+# config attributes counting a video's frames: a model whose config has one reads pixels as
+# (batch, frames, channels, h, w)
+FRAME_KEYS = ("num_frames", "frames_per_clip")
+# config attributes grouping frames into one patch in time (frames must be a multiple)
+TUBELET_KEYS = ("tubelet_size", "temporal_patch_size", "patch_temporal")
+
+
+def video_frames(cfgs: list[Any]) -> int:
+    """The frames of a video input: the config's own count (a frame-padding prompt or a
+    temporal position table is sized by it), else 8; a multiple of the frames grouped into one
+    temporal patch."""
+    frames = _int(first_value(cfgs, *FRAME_KEYS), 8)
+    tubelet = max(_int(first_value(cfgs, *TUBELET_KEYS), 1), 1)
+    return -(-frames // tubelet) * tubelet
+
+
+def image_pair(cfg: Any) -> int | None:
+    """2 where the model's type is one transformers lists for keypoint matching: such models
+    read ``pixel_values`` as image pairs ``(batch, 2, channels, h, w)`` (the task's convention,
+    whatever the forward's generated docstring says); None otherwise."""
+    from transformers.models.auto import modeling_auto
+
+    matching = getattr(modeling_auto, "MODEL_FOR_KEYPOINT_MATCHING_MAPPING_NAMES", {})
+    return 2 if getattr(cfg, "model_type", None) in matching else None
+
+
+# inputs a document or detection processor makes beside the ids (a box per token, region
+# features and their positions) that the forward needs to run at all, made from the shape the
+# forward documents: their sizes are config attributes (``visual_feat_dim``) or the text length
+DOCUMENTED_INPUTS = ("bbox", "visual_feats", "visual_pos")
+_DOC_SHAPE = r"{name} \(`([^`]*)`[^(\n]*\(([^)]*)\)"
+
+
+def documented_input(forward: Any, name: str, cfgs: list[Any], seq: int) -> Any:
+    """The input ``name`` of the shape the forward's docstring gives it (``(batch_size,
+    num_boxes, 4)``, ``(batch_size, num_visual_features, visual_feat_dim)``): a dimension a
+    config attribute names takes its value, a number itself, the batch 1, any other ``seq``.
+    Boxes (``bbox``: last dimension 4) are well-formed, ``x0 <= x1``, in the 0-1000 range of
+    the layout embeddings, or 0-1 where the docstring says floats. None when undocumented."""
+    import re
+
+    import torch
+
+    doc = inspect.getdoc(forward) or ""
+    m = re.search(_DOC_SHAPE.format(name=re.escape(name)), doc)
+    if m is None:
+        return None
+    kind, dims = m.group(1), [d.strip() for d in m.group(2).split(",") if d.strip()]
+    shape: list[int] = []
+    for d in dims:
+        if d == "{0}":  # the library's template for (batch_size, sequence_length)
+            shape += [1, seq]
+        elif d.isdigit():
+            shape.append(int(d))
+        elif d == "batch_size":
+            shape.append(1)
+        else:
+            shape.append(_int(first_value(cfgs, d), seq))
+    if name == "bbox" and shape[-1] == 4:
+        corner = torch.arange(shape[-2] if len(shape) > 1 else 1) * 10 % 500
+        box = torch.stack([corner, corner, corner + 100, corner + 100], dim=-1)
+        box = box.expand(*shape).contiguous()
+        return box.long() if "Long" in kind else box.float() / 1000
+    if "Long" in kind:
+        return torch.zeros(*shape, dtype=torch.long)
+    return torch.randn(*shape)
+
+
+def fit_default_choices(cfgs: Iterable[Any]) -> None:
+    """A ``default_X`` a config leaves unset where it lists the choices ``Xs`` (X-MOD's
+    ``default_language`` among ``languages``: the forward refuses to guess): the first."""
+    for c in cfgs:
+        d = vars(c)
+        for key, value in list(d.items()):
+            if not key.startswith("default_") or value is not None:
+                continue
+            choices = d.get(key.removeprefix("default_") + "s")
+            if isinstance(choices, (list, tuple)) and choices:
+                setattr(c, key, choices[0])
 
 
 def _int(v: Any, default: int) -> int:
@@ -239,7 +324,7 @@ def image_inputs(params: Iterable[str], cfg: Any) -> tuple[dict[str, Any], int |
 
 def _predicted_tokens(cfg: Any, vcfgs: list[Any], side: int, patch: int) -> int | None:
     fixed = first_value([cfg], "mm_tokens_per_image", "image_seq_length", "num_image_tokens",
-                        "num_query_tokens")
+                        "num_query_tokens", "latent_query_num")
     if isinstance(fixed, int) and fixed > 0:
         return fixed
     if side % patch:
@@ -249,6 +334,23 @@ def _predicted_tokens(cfg: Any, vcfgs: list[Any], side: int, patch: int) -> int 
     if isinstance(scale, int) and scale > 1 and n % (scale * scale) == 0:
         n //= scale * scale
     return n
+
+
+def video_inputs(params: Iterable[str], cfg: Any) -> tuple[dict[str, Any], int | None]:
+    """A clip ``(1, frames, channels, h, w)`` for the forward's video input (``params``: its
+    parameters, ``pixel_values_videos`` where it takes one), sized from the vision config,
+    and the placeholder tokens predicted: the per-image count (query tokens ...) per frame."""
+    import torch
+
+    vcfgs = sub_configs(cfg, "vision")
+    chans = _int(first_value(vcfgs, "num_channels", "in_channels", "in_chans"), 3)
+    patch = _int(first_value(vcfgs, "patch_size", "spatial_patch_size"), 14)
+    side = _side(first_value(vcfgs, *IMAGE_SIZE_KEYS))
+    frames = video_frames(vcfgs)
+    key = "pixel_values_videos" if "pixel_values_videos" in set(params) else "pixel_values"
+    per_frame = _predicted_tokens(cfg, vcfgs, side, patch)
+    return ({key: torch.randn(1, frames, chans, side, side)},
+            per_frame * frames if per_frame else None)  # fmt: skip
 
 
 def audio_inputs(params: Iterable[str], cfg: Any) -> tuple[dict[str, Any], int | None]:
@@ -357,10 +459,16 @@ def modal_inputs(
     if _TEXT_ONLY:
         return out
     text = ids()
-    makers = (("image", image_inputs, "pixel_values"), ("audio", audio_inputs, "input_features"))
+    # a video is fed only to a model whose sole visual placeholder is a video's (InstructBLIP-
+    # Video: its pixel_values are clips); one with image placeholders too is fed images
+    video_key = "pixel_values_videos" if "pixel_values_videos" in params else "pixel_values"
+    makers = (("image", image_inputs, "pixel_values"), ("audio", audio_inputs, "input_features"),
+              ("video", video_inputs, video_key))  # fmt: skip
     for modality, makes, key in makers:
         tok = token_id(cfg, TOKEN_KEYS[modality])
-        if key not in params or tok is None:
+        if key not in params or tok is None or key in out:
+            continue
+        if modality == "video" and token_id(cfg, TOKEN_KEYS["image"]) is not None:
             continue
         made, predicted = makes(params, cfg)
         count = count_features(model, modality, made) or predicted
@@ -368,7 +476,8 @@ def modal_inputs(
             continue
         out.update(made)
         FED.add(modality)
-        bounds = (token_id(cfg, BOUNDS[modality][0]), token_id(cfg, BOUNDS[modality][1]))
+        starts, ends = BOUNDS.get(modality, ((), ()))
+        bounds = (token_id(cfg, starts), token_id(cfg, ends))
         text = with_placeholders(text, tok, count, bounds)
     if out:
         out["input_ids"] = text
@@ -412,6 +521,57 @@ def fit_image_batch(params: Iterable[str], kwargs: dict[str, Any]) -> None:
         kwargs["pixel_values"] = pixels = pixels.unsqueeze(1)
     kwargs.setdefault("image_attention_mask",
                       ids.new_ones(ids.shape[0], ids.shape[1], pixels.shape[1]))  # fmt: skip
+
+
+def fit_patch_grid(main: Any, params: Iterable[str], kwargs: dict[str, Any],
+                   cfgs: list[Any]) -> None:
+    """NaViT-style packer convention: a vision tower whose forward takes ``target_sizes`` (the
+    patch grid ``(h, w)`` per image, its position ids bucketed from it) given the grid of the
+    image made, patches per side by the config's ``patch_size``."""
+    import torch
+
+    pixels = kwargs.get("pixel_values")
+    if main != "pixel_values" or "target_sizes" not in params or "target_sizes" in kwargs \
+            or pixels is None or pixels.dim() != 4:
+        return
+    patch = _int(first_value(cfgs, "patch_size"), 14)
+    grid = [[pixels.shape[-2] // patch, pixels.shape[-1] // patch]]
+    kwargs["target_sizes"] = torch.tensor(grid, dtype=torch.int32)
+
+
+def fit_image_positions(params: Iterable[str], kwargs: dict[str, Any], cfg: Any) -> None:
+    """Kosmos-2 convention: a forward taking ``image_embeds_position_mask`` places the image's
+    features where the mask is 1 (no placeholder token id): ``input_ids`` get as many
+    positions as the config's per-image token count (``latent_query_num`` ...) after their
+    first two ids, the mask marking them."""
+    import torch
+
+    key = next((p for p in params if p.startswith("image") and p.endswith("_position_mask")), None)
+    pixels, ids = kwargs.get("pixel_values"), kwargs.get("input_ids")
+    if key is None or key in kwargs or pixels is None or ids is None:
+        return
+    vcfgs = sub_configs(cfg, "vision")
+    side = _side(first_value(vcfgs, *IMAGE_SIZE_KEYS))
+    count = _predicted_tokens(cfg, vcfgs, side, _int(first_value(vcfgs, "patch_size"), 14))
+    if not count:
+        return
+    slots = ids[:, 2:3].expand(ids.shape[0], count)  # any id: the features replace them
+    kwargs["input_ids"] = torch.cat([ids[:, :2], slots, ids[:, 2:]], dim=1)
+    mask = torch.zeros_like(kwargs["input_ids"])
+    mask[:, 2:2 + count] = 1
+    kwargs[key] = mask
+
+
+def fit_prompt_canvas(kwargs: dict[str, Any]) -> None:
+    """SegGPT convention (in-context segmentation): the forward stacks the prompt image over
+    the input image (and the prompt's masks over each other) into the configured canvas, so
+    each of ``pixel_values``, ``prompt_pixel_values`` and ``prompt_masks`` is half its height."""
+    if "prompt_pixel_values" not in kwargs:
+        return
+    for key in ("pixel_values", "prompt_pixel_values", "prompt_masks"):
+        v = kwargs.get(key)
+        if v is not None and v.dim() == 4 and v.shape[-2] % 2 == 0:
+            kwargs[key] = v[..., : v.shape[-2] // 2, :].contiguous()
 
 
 def series_maker(name: str, cfgs: list[Any]) -> Callable[[], Any] | None:
