@@ -43,11 +43,15 @@ def trace_atlas(
         if not atlas_inputs.FED:
             raise
         why = one_line(exc)
+        skip = str(exc).strip() if isinstance(exc, ModelSkip) else ""
     try:
         with atlas_inputs.text_only():
             ol = _trace_both(spec, inputs, train=train, label=label, composites=composites,
                              stream=stream)  # fmt: skip
     except (TraceError, ModelSkip) as exc:
+        if skip and isinstance(exc, ModelSkip):
+            # both paths need what only a processor or a package gives: a reason, no failure
+            raise ModelSkip(skip) from None
         # the whole forward's failure first: the text path's alone hides why the towers failed
         raise TraceError(f"{why}; on the text path only: {one_line(exc)}") from None
     ol.notes.insert(0, f"the whole forward (towers fed) failed ({why}): traced on the text "

@@ -122,3 +122,31 @@ def test_real_data_vocabularies_keep_the_special_token_ids() -> None:
     small = transformers.PretrainedConfig(vocab_size=50_000, eos_token_id=[2, 7])
     atlas_hf_config.shrink_vocab([small])
     assert small.vocab_size == atlas_hf_config.SMALL_VOCAB
+
+
+@pytest.mark.parametrize("text_path", ["skip", "fail"])
+def test_a_model_whose_both_paths_need_a_processor_is_skipped_not_failed(
+        monkeypatch: pytest.MonkeyPatch, text_path: str) -> None:
+    from opcheck.tracers import atlas_inputs
+    from opcheck.tracers.atlas_build import ModelSkip
+
+    calls: list[bool] = []
+
+    def both(*args: Any, **kwargs: Any) -> Any:
+        calls.append(True)
+        atlas_inputs.FED.add("pixel_values")  # the whole forward fed a tower
+        if len(calls) == 1 or text_path == "skip":
+            raise ModelSkip("X: needs inputs made by its processor (state), which a config "
+                            "alone does not give")
+        raise TraceError("tracing failed at m.py:3: ValueError: boom")
+
+    monkeypatch.setattr(atlas_trace, "_trace_both", both)
+    with pytest.raises(TraceError) as got:
+        atlas_trace.trace_atlas("atlas:transformers/x", InputSpec())
+    assert len(calls) == 2  # the text path was tried
+    if text_path == "skip":
+        assert type(got.value) is ModelSkip
+        assert str(got.value).startswith("X: needs inputs made by its processor (state)")
+    else:  # the text path failed for another reason: a failure, both reasons kept
+        assert type(got.value) is TraceError
+        assert "on the text path only: TraceError: tracing failed at m.py:3" in str(got.value)
