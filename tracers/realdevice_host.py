@@ -106,29 +106,27 @@ KERNELS: dict[str, Callable[..., Any]] = {
 _META: list[Any] = []  # the Meta kernels' library, kept for the process's life
 
 
-def install_meta() -> None:
-    """Register the kernels on the Meta key where torch has none (once per process): they
-    compute with ordinary ops, which meta tensors run."""
-    if _META:
-        return
+def _library(key: str) -> Any:
+    """A library registering the kernels on ``key`` where torch has none (a later torch that
+    ships its own keeps it)."""
     import torch
 
     lib = torch.library.Library("aten", "IMPL")  # type: ignore[no-untyped-call]
     for name, kernel in KERNELS.items():
-        if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", "Meta"):
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", key):
             with contextlib.suppress(RuntimeError):
-                lib.impl(name, kernel, "Meta")  # type: ignore[no-untyped-call]
-    _META.append(lib)
+                lib.impl(name, kernel, key)  # type: ignore[no-untyped-call]
+    return lib
+
+
+def install_meta() -> None:
+    """Register the kernels on the Meta key (once per process): they compute with ordinary
+    ops, which meta tensors run."""
+    if not _META:
+        _META.append(_library("Meta"))
 
 
 def install(installed: list[Any]) -> None:
-    """Register the kernels on the CPU key where torch has none (a later torch that ships its
-    own keeps it); the library object goes on ``installed``, destroyed with the device's."""
-    import torch
-
-    lib = torch.library.Library("aten", "IMPL")  # type: ignore[no-untyped-call]
-    for name, kernel in KERNELS.items():
-        if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", "CPU"):
-            with contextlib.suppress(RuntimeError):
-                lib.impl(name, kernel, "CPU")  # type: ignore[no-untyped-call]
-    installed.append(lib)
+    """Register the kernels on the CPU key; the library object goes on ``installed``,
+    destroyed with the device's."""
+    installed.append(_library("CPU"))
