@@ -254,6 +254,12 @@ def install() -> None:
         _plain(dst).copy_(_plain(self))
         return dst
 
+    def local_scalar_dense(self: Any) -> Any:
+        # reached with the Python key excluded (torch.as_tensor over a sequence of device
+        # scalars, as indexing with zip(*t) makes): the Python fallback cannot take it
+        record(torch.ops.aten._local_scalar_dense.default, (self,))
+        return _plain(self).item()
+
     def reshape(self: Any, shape: Any) -> Any:
         # reshape's own composite kernel, in the context that renames the view a subclass
         # takes to the _reshape_alias a real backend receives (SUBCLASS_BRANCHES)
@@ -264,6 +270,7 @@ def install() -> None:
     lib.impl("empty_strided", empty_strided, "PrivateUse1")  # type: ignore[no-untyped-call]
     lib.impl("copy_", copy_, "PrivateUse1")  # type: ignore[no-untyped-call]
     lib.impl("_copy_from", copy_from, "PrivateUse1")  # type: ignore[no-untyped-call]
+    lib.impl("_local_scalar_dense", local_scalar_dense, "PrivateUse1")  # type: ignore[no-untyped-call]
     lib.impl("reshape", reshape, "AutogradPrivateUse1")  # type: ignore[no-untyped-call]
     _INSTALLED.append(lib)
 
