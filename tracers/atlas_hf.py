@@ -16,29 +16,31 @@ from opcheck.tracers import atlas_audio, atlas_hf_config, atlas_tvops
 from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
 from opcheck.tracers.atlas_hf_config import first_value
 from opcheck.tracers.atlas_inputs import (
-    DOCUMENTED_INPUTS,
-    FRAME_KEYS,
-    IMAGE_SIZE_KEYS,
     MEDIA,
     PATCH_PARAMS,
-    documented_input,
-    fit_default_choices,
     fit_image_batch,
     fit_image_positions,
-    fit_image_side,
     fit_image_tokens,
-    fit_patch_grid,
     fit_placeholder_ids,
-    fit_prompt_canvas,
     fit_tower_widths,
     fit_vocab,
-    image_pair,
     modal_inputs,
     paired_inputs,
     patch_inputs,
     series_maker,
-    video_frames,
     watch_towers,
+)
+from opcheck.tracers.atlas_layouts import (
+    DOCUMENTED_INPUTS,
+    FRAME_KEYS,
+    IMAGE_SIZE_KEYS,
+    documented_input,
+    fit_default_choices,
+    fit_image_side,
+    fit_patch_grid,
+    fit_prompt_canvas,
+    image_pair,
+    video_frames,
 )
 
 # Models built on timm (DETR's backbones, TimmWrapper, Gemma3n's vision tower, ...): timm and

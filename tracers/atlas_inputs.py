@@ -10,12 +10,12 @@ type: the next release's multimodal models reuse them. torch is imported lazily.
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from opcheck.tracers.atlas_hf_config import first_value
+from opcheck.tracers.atlas_layouts import IMAGE_SIZE_KEYS, _int, video_frames
 
 # a sub-module whose name holds one of these is a tower fed by a non-text input
 TOWER_WORDS = ("vision", "visual", "audio", "speech", "video", "image_encoder", "vqmodel")
@@ -55,95 +55,6 @@ def text_only() -> Iterator[None]:
         yield
     finally:
         _TEXT_ONLY.pop()
-
-
-# config attributes sizing a model's images (or video frames), in order of preference
-IMAGE_SIZE_KEYS = ("image_size", "img_size", "input_size", "crop_size", "max_img_size")
-# config attributes counting a video's frames: a model whose config has one reads pixels as
-# (batch, frames, channels, h, w)
-FRAME_KEYS = ("num_frames", "frames_per_clip")
-# config attributes grouping frames into one patch in time (frames must be a multiple)
-TUBELET_KEYS = ("tubelet_size", "temporal_patch_size", "patch_temporal")
-
-
-def video_frames(cfgs: list[Any]) -> int:
-    """The frames of a video input: the config's own count (a frame-padding prompt or a
-    temporal position table is sized by it), else 8; a multiple of the frames grouped into one
-    temporal patch."""
-    frames = _int(first_value(cfgs, *FRAME_KEYS), 8)
-    tubelet = max(_int(first_value(cfgs, *TUBELET_KEYS), 1), 1)
-    return -(-frames // tubelet) * tubelet
-
-
-def image_pair(cfg: Any) -> int | None:
-    """2 where the model's type is one transformers lists for keypoint matching: such models
-    read ``pixel_values`` as image pairs ``(batch, 2, channels, h, w)`` (the task's convention,
-    whatever the forward's generated docstring says); None otherwise."""
-    from transformers.models.auto import modeling_auto
-
-    matching = getattr(modeling_auto, "MODEL_FOR_KEYPOINT_MATCHING_MAPPING_NAMES", {})
-    return 2 if getattr(cfg, "model_type", None) in matching else None
-
-
-# inputs a document or detection processor makes beside the ids (a box per token, region
-# features and their positions) that the forward needs to run at all, made from the shape the
-# forward documents: their sizes are config attributes (``visual_feat_dim``) or the text length
-DOCUMENTED_INPUTS = ("bbox", "visual_feats", "visual_pos")
-_DOC_SHAPE = r"{name} \(`([^`]*)`[^(\n]*\(([^)]*)\)"
-
-
-def documented_input(forward: Any, name: str, cfgs: list[Any], seq: int) -> Any:
-    """The input ``name`` of the shape the forward's docstring gives it (``(batch_size,
-    num_boxes, 4)``, ``(batch_size, num_visual_features, visual_feat_dim)``): a dimension a
-    config attribute names takes its value, a number itself, the batch 1, any other ``seq``.
-    Boxes (``bbox``: last dimension 4) are well-formed, ``x0 <= x1``, in the 0-1000 range of
-    the layout embeddings, or 0-1 where the docstring says floats. None when undocumented."""
-    import re
-
-    import torch
-
-    doc = inspect.getdoc(forward) or ""
-    m = re.search(_DOC_SHAPE.format(name=re.escape(name)), doc)
-    if m is None:
-        return None
-    kind, dims = m.group(1), [d.strip() for d in m.group(2).split(",") if d.strip()]
-    shape: list[int] = []
-    for d in dims:
-        if d == "{0}":  # the library's template for (batch_size, sequence_length)
-            shape += [1, seq]
-        elif d.isdigit():
-            shape.append(int(d))
-        elif d == "batch_size":
-            shape.append(1)
-        else:
-            shape.append(_int(first_value(cfgs, d), seq))
-    if name == "bbox" and shape[-1] == 4:
-        corner = torch.arange(shape[-2] if len(shape) > 1 else 1) * 10 % 500
-        box = torch.stack([corner, corner, corner + 100, corner + 100], dim=-1)
-        box = box.expand(*shape).contiguous()
-        return box.long() if "Long" in kind else box.float() / 1000
-    if "Long" in kind:
-        return torch.zeros(*shape, dtype=torch.long)
-    return torch.randn(*shape)
-
-
-def fit_default_choices(cfgs: Iterable[Any]) -> None:
-    """A ``default_X`` a config leaves unset where it lists the choices ``Xs`` (X-MOD's
-    ``default_language`` among ``languages``: the forward refuses to guess): the first."""
-    for c in cfgs:
-        d = vars(c)
-        for key, value in list(d.items()):
-            if not key.startswith("default_") or value is not None:
-                continue
-            choices = d.get(key.removeprefix("default_") + "s")
-            if isinstance(choices, (list, tuple)) and choices:
-                setattr(c, key, choices[0])
-
-
-def _int(v: Any, default: int) -> int:
-    if isinstance(v, (list, tuple)) and v:
-        v = v[0]
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
 
 
 def _side(v: Any, default: int = 224) -> int:
@@ -523,22 +434,6 @@ def fit_image_batch(params: Iterable[str], kwargs: dict[str, Any]) -> None:
                       ids.new_ones(ids.shape[0], ids.shape[1], pixels.shape[1]))  # fmt: skip
 
 
-def fit_patch_grid(main: Any, params: Iterable[str], kwargs: dict[str, Any],
-                   cfgs: list[Any]) -> None:
-    """NaViT-style packer convention: a vision tower whose forward takes ``target_sizes`` (the
-    patch grid ``(h, w)`` per image, its position ids bucketed from it) given the grid of the
-    image made, patches per side by the config's ``patch_size``."""
-    import torch
-
-    pixels = kwargs.get("pixel_values")
-    if main != "pixel_values" or "target_sizes" not in params or "target_sizes" in kwargs \
-            or pixels is None or pixels.dim() != 4:
-        return
-    patch = _int(first_value(cfgs, "patch_size"), 14)
-    grid = [[pixels.shape[-2] // patch, pixels.shape[-1] // patch]]
-    kwargs["target_sizes"] = torch.tensor(grid, dtype=torch.int32)
-
-
 def fit_image_positions(params: Iterable[str], kwargs: dict[str, Any], cfg: Any) -> None:
     """Kosmos-2 convention: a forward taking ``image_embeds_position_mask`` places the image's
     features where the mask is 1 (no placeholder token id): ``input_ids`` get as many
@@ -560,18 +455,6 @@ def fit_image_positions(params: Iterable[str], kwargs: dict[str, Any], cfg: Any)
     mask = torch.zeros_like(kwargs["input_ids"])
     mask[:, 2:2 + count] = 1
     kwargs[key] = mask
-
-
-def fit_prompt_canvas(kwargs: dict[str, Any]) -> None:
-    """SegGPT convention (in-context segmentation): the forward stacks the prompt image over
-    the input image (and the prompt's masks over each other) into the configured canvas, so
-    each of ``pixel_values``, ``prompt_pixel_values`` and ``prompt_masks`` is half its height."""
-    if "prompt_pixel_values" not in kwargs:
-        return
-    for key in ("pixel_values", "prompt_pixel_values", "prompt_masks"):
-        v = kwargs.get(key)
-        if v is not None and v.dim() == 4 and v.shape[-2] % 2 == 0:
-            kwargs[key] = v[..., : v.shape[-2] // 2, :].contiguous()
 
 
 def series_maker(name: str, cfgs: list[Any]) -> Callable[[], Any] | None:
@@ -626,26 +509,3 @@ def forward_path(model: Any) -> str:
         return ""
     idle = [p for p, ran in seen.items() if not ran]
     return FULL if not idle else "text only: " + ", ".join(idle) + " did not run"
-
-
-def fit_image_side(cfgs: list[Any], h: int, w: int) -> tuple[int, int]:
-    """An image of the configured size fitted to what a config's own grid needs: at least
-    ``patch_size / min(scale ratios)`` where the model cuts patches from downscaled copies
-    (Depth Pro's ``scaled_images_ratios``: a 384 patch from a quarter-size copy needs 1536),
-    and whole windows of patches per side where the encoder splits the patch grid into
-    ``num_windows`` per side (RF-DETR's 518 pixels are 37 patches of 14, not 4 windows)."""
-    for c in cfgs:
-        d = vars(c)
-        patch = d.get("patch_size")
-        if not isinstance(patch, int) or isinstance(patch, bool) or patch <= 0:
-            continue
-        for key, v in d.items():
-            if key.endswith("_ratios") and isinstance(v, (list, tuple)) and v \
-                    and all(isinstance(r, (int, float)) and 0 < r <= 1 for r in v):
-                need = math.ceil(patch / min(v))
-                h, w = max(h, need), max(w, need)
-        windows = d.get("num_windows")
-        if isinstance(windows, int) and not isinstance(windows, bool) and windows > 0:
-            unit = patch * windows
-            h, w = max(h - h % unit, unit), max(w - w % unit, unit)
-    return h, w

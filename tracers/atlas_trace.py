@@ -9,7 +9,7 @@ Generic by design: the fallback is decided by the failure, never by the model's 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from opcheck.core.errors import TraceError
@@ -127,17 +127,32 @@ def forget_cached_values(modules: set[str]) -> int:
     """Empty the ``functools.lru_cache`` caches of the functions defined in ``modules`` (the
     model's own): a helper cached on its arguments alone (patch coordinates by grid size and
     device) keeps the fake trace's FakeTensors, which the real-data run would then get back
-    for the same arguments. The number of caches emptied."""
+    for the same arguments. The number of caches emptied.
+
+    Found through the modules' namespaces and their classes' (methods cached as static or
+    class methods), not ``gc.get_objects()``: the sandbox's template freezes the collector
+    before forking (``gc.freeze``), and frozen objects are not listed."""
     import functools
-    import gc
+    import sys
+
+    def cached(ns: Mapping[str, Any]) -> Iterator[Any]:
+        for v in list(ns.values()):
+            v = getattr(v, "__func__", v)  # staticmethod / classmethod
+            if isinstance(v, functools._lru_cache_wrapper):
+                yield v
 
     emptied = 0
-    for obj in gc.get_objects():
-        if type(obj) is functools._lru_cache_wrapper \
-                and getattr(obj, "__module__", None) in modules \
-                and obj.cache_info().currsize:  # fmt: skip
-            obj.cache_clear()
-            emptied += 1
+    for name in modules:
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        spaces = [vars(module)] + [vars(c) for c in list(vars(module).values())
+                                   if isinstance(c, type) and c.__module__ == name]
+        for ns in spaces:
+            for fn in cached(ns):
+                if getattr(fn, "__module__", None) in modules and fn.cache_info().currsize:
+                    fn.cache_clear()
+                    emptied += 1
     return emptied
 
 

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from opcheck.tracers import atlas_hf, atlas_hf_config, atlas_tvops  # noqa: E402
-from opcheck.tracers.atlas_inputs import fit_image_side  # noqa: E402
+from opcheck.tracers.atlas_layouts import fit_image_side  # noqa: E402
 
 
 def _dinov2(**kw: Any) -> Any:

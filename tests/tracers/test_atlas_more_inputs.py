@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from opcheck.tracers import atlas_hf, atlas_inputs
+from opcheck.tracers import atlas_hf, atlas_inputs, atlas_layouts
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -106,7 +106,7 @@ def test_an_unset_default_choice_is_the_first_the_config_lists() -> None:
                                   num_attention_heads=2, intermediate_size=37,
                                   languages=["de_DE", "en_XX"])  # fmt: skip
     assert cfg.default_language is None
-    atlas_inputs.fit_default_choices([cfg])
+    atlas_layouts.fit_default_choices([cfg])
     assert cfg.default_language == "de_DE"
     torch.manual_seed(0)
     model = transformers.XmodModel(cfg)

@@ -203,3 +203,18 @@ def test_a_gru_cell_traces_on_fake_tensors() -> None:
     ol = runtime.trace_module(cell, InputSpec(), example_args=(x,), label="gru")
     assert "aten::_thnn_fused_gru_cell" in {u.op for u in ol.ops}
     assert ol.recorder == "fake-tensors"
+
+
+def test_caches_are_found_after_the_collector_froze_them() -> None:
+    """The sandbox's template calls gc.freeze() before forking: frozen objects are not in
+    gc.get_objects(), and a cached helper of the model must still be emptied."""
+    import gc
+
+    _coords.cache_clear()
+    _coords(3, "cpu")
+    gc.freeze()
+    try:
+        assert atlas_trace.forget_cached_values({__name__}) >= 1
+        assert _coords.cache_info().currsize == 0
+    finally:
+        gc.unfreeze()
