@@ -65,6 +65,36 @@ def _shrunk(cls: Any) -> dict[str, Any]:
     return out
 
 
+def _unset_sizes(cls: Any) -> list[dict[str, Any]]:
+    """Values for the sizes a class's ``__init__`` leaves None, which its pipelines' hub
+    configs always give (``in_channels``, ``patch_size``, ...): first the channels and heads
+    alone, then with the patch, sample and conditioning sizes too, since setting a patch size
+    turns some classes onto another input path. Channels are a whole number of the class's
+    norm groups."""
+    params = inspect.signature(cls.__init__).parameters
+    defaults = {k: p.default for k, p in params.items()}
+    groups = defaults.get("norm_num_groups")
+    chans = groups if isinstance(groups, int) and not isinstance(groups, bool) and groups > 0 else 4
+    core: dict[str, Any] = {}
+    more: dict[str, Any] = {}
+    for key, p in params.items():
+        if p.default is not None:
+            continue
+        if key == "in_channels":
+            core[key] = chans
+        elif key == "out_channels":
+            core[key] = defaults.get("in_channels") or chans
+        elif key in ("num_kv_heads", "kv_heads") and isinstance(defaults.get("num_attention_heads"), int):
+            core[key] = defaults["num_attention_heads"]
+        elif key == "patch_size":
+            more[key] = 2
+        elif key == "sample_size":
+            more[key] = 2 * LATENT
+        elif re.search(r"_(channels|dim)(_t5|_\d+)?$", key):
+            more[key] = 64
+    return [f for f in (core, {**core, **more}) if f]
+
+
 def build(
     library: str, name: str, *, train: bool = False, real: bool = False, shrink: int | None = None
 ) -> Built:
@@ -76,7 +106,12 @@ def build(
         raise ModelSkip(f"{name}: not a diffusers model class")
     level = 1 if shrink is None else shrink
     errors: list[str] = []
-    for overrides in ([_shrunk(cls)] if level >= 1 else []) + [{}]:
+    attempts: list[dict[str, Any]] = []
+    for base in ([_shrunk(cls)] if level >= 1 else []) + [{}]:
+        for fill in ({}, *_unset_sizes(cls)):
+            if {**fill, **base} not in attempts:
+                attempts.append({**fill, **base})
+    for overrides in attempts:
         try:
             if real:
                 torch.manual_seed(0)
@@ -178,6 +213,23 @@ class Facts:
         self.tokens = lengths[0] if lengths else TOKENS
         self.packed = 0  # > 0: latents packed into tokens of this width (B, S, C)
         self.widths: dict[str, int] = {}
+        self._documented(model, cfg)
+
+    def _documented(self, model: Any, cfg: dict[str, Any]) -> None:
+        """A 3-D latent the forward's docstring lays out: ``(B, channels, samples)`` (the
+        middle dimension channels) is a signal, ``(batch, frames, width)`` (the config sizes
+        the last) tokens of that width."""
+        params = inspect.signature(model.forward).parameters
+        name = next((n for n in LATENT_NAMES if n in params), None)
+        dims = _doc_shape(inspect.getdoc(model.forward) or "", name) if name else None
+        if dims is None or len(dims) != 3:
+            return
+        chans, last = _doc_size(dims[1], cfg), _doc_size(dims[2], cfg)
+        if chans is not None or "channel" in dims[1]:
+            self.samples, self.frames = last or SAMPLES, 0
+            self.chans = chans or self.chans
+        elif last is not None:
+            self.packed, self.frames = last, 0
 
     def latent(self) -> tuple[int, ...]:
         if self.samples:
@@ -189,6 +241,31 @@ class Facts:
         if self.frames_first:
             return (1, self.frames, self.chans, self.size, self.size)
         return (1, self.chans, self.frames, self.size, self.size)
+
+
+def _doc_shape(doc: str, name: str) -> list[str] | None:
+    """The dimensions a forward's docstring gives parameter ``name`` (``(batch_size, 1,
+    samples)``, ``[B, C, T]``, between backquotes or not), read in its own entry only."""
+    entry = re.search(rf"^(\s*){re.escape(name)}\b[^\n]*:(.*?)(?=^\1\w+\b[^\n]*:|\Z)", doc,
+                      re.M | re.S)
+    if entry is None:
+        return None
+    shape = re.search(r"[(\[]\s*(\w[\w *]*(?:,\s*\w[\w *]*){1,5})\s*[)\]]", entry.group(0))
+    return [d.strip() for d in shape.group(1).split(",")] if shape else None
+
+
+def _doc_size(dim: str, cfg: dict[str, Any]) -> int | None:
+    """A documented dimension's size: a number, a config key or a product of them (``1``,
+    ``audio_channels``, ``num_condition_layers * condition_hidden_dim``); None for a free
+    one (``samples``, ``T``)."""
+    size = 1
+    for term in dim.split("*"):
+        term = term.strip()
+        value = int(term) if term.isdigit() else cfg.get(term)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            return None
+        size *= value
+    return size
 
 
 def _makers(cfg: dict[str, Any], facts: Facts) -> dict[str, Any]:

@@ -122,3 +122,74 @@ def test_the_real_data_recorder_takes_a_wrapped_scalar_handed_over_as_a_number()
     assert done.returncode == 0, done.stderr[-2000:]
     ops = json.loads(done.stdout.strip().splitlines()[-1])
     assert "aten::remainder.Scalar" in ops and "aten::topk" in ops
+
+
+class UnsetSizes(diffusers.ModelMixin, diffusers.ConfigMixin):  # type: ignore[misc]
+    """A class whose pipelines always give its channels and patch size: None by default, and
+    the channels go through a GroupNorm."""
+
+    @diffusers.configuration_utils.register_to_config  # type: ignore[untyped-decorator]
+    def __init__(self, in_channels: int | None = None, patch_size: int | None = None,
+                 norm_num_groups: int = 8, encoder_hid_dim_type: str | None = None) -> None:
+        super().__init__()
+        self.norm = torch.nn.GroupNorm(norm_num_groups, in_channels)  # type: ignore[arg-type]
+        self.proj = torch.nn.Conv2d(in_channels, 4, patch_size, stride=patch_size)  # type: ignore[arg-type]
+
+
+def test_sizes_a_default_config_leaves_unset_are_filled_channels_first() -> None:
+    with pytest.raises(TypeError):
+        UnsetSizes()
+    fills = atlas_diffusers._unset_sizes(UnsetSizes)
+    assert fills[0] == {"in_channels": 8}  # a whole number of its norm groups
+    assert fills[1] == {"in_channels": 8, "patch_size": 2}  # a `_type` is no size
+    model = UnsetSizes(**fills[1])
+    assert model.norm.num_channels == 8 and model.proj.stride == (2, 2)
+
+
+class MonoWaveform(diffusers.ModelMixin, diffusers.ConfigMixin):  # type: ignore[misc]
+    """An audio VAE that checks its input before any module reads it, so only its docstring
+    says what it takes."""
+
+    @diffusers.configuration_utils.register_to_config  # type: ignore[untyped-decorator]
+    def __init__(self, latent_channels: int = 8, sample_size: int = 32) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv1d(1, latent_channels, 4, stride=4)
+
+    def forward(self, sample: Any, return_dict: bool = True) -> Any:
+        """Encode then decode a waveform.
+
+        Args:
+            sample (`torch.Tensor`):
+                Mono waveform of shape `[batch_size, 1, samples]`.
+            return_dict (`bool`): unused (batch, 7, 7).
+        """
+        if sample.dim() != 3 or sample.shape[1] != 1:
+            raise ValueError(f"`sample` must have shape [batch_size, 1, samples], got {sample.shape}")
+        return self.conv(sample)
+
+
+class Tokens(diffusers.ModelMixin, diffusers.ConfigMixin):  # type: ignore[misc]
+    @diffusers.configuration_utils.register_to_config  # type: ignore[untyped-decorator]
+    def __init__(self, layers: int = 3, hidden_dim: int = 4) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(layers * hidden_dim, 2)
+
+    def forward(self, hidden_states: Any) -> Any:
+        """Args:
+            hidden_states (`torch.Tensor` of shape `(batch, frames, layers * hidden_dim)`):
+                Per-frame states.
+        """
+        if hidden_states.dim() != 3:
+            raise ValueError("too many values to unpack (expected 3)")
+        return self.proj(hidden_states)
+
+
+def test_a_latent_the_docstring_lays_out_in_three_dimensions() -> None:
+    mono = MonoWaveform()
+    kwargs = atlas_diffusers.make_inputs(mono, real=True)
+    assert tuple(kwargs["sample"].shape) == (1, 1, atlas_diffusers.SAMPLES)  # not latent_channels
+    _runs(mono, kwargs)
+    tokens = Tokens()
+    kwargs = atlas_diffusers.make_inputs(tokens, real=True)
+    assert kwargs["hidden_states"].dim() == 3 and kwargs["hidden_states"].shape[-1] == 12
+    _runs(tokens, kwargs)
