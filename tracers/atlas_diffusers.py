@@ -213,6 +213,7 @@ class Facts:
         self.tokens = lengths[0] if lengths else TOKENS
         self.packed = 0  # > 0: latents packed into tokens of this width (B, S, C)
         self.widths: dict[str, int] = {}
+        self.documented: set[str] = set()  # required inputs made from the docstring's shape
         self._documented(model, cfg)
 
     def _documented(self, model: Any, cfg: dict[str, Any]) -> None:
@@ -252,6 +253,24 @@ def _doc_shape(doc: str, name: str) -> list[str] | None:
         return None
     shape = re.search(r"[(\[]\s*(\w[\w *]*(?:,\s*\w[\w *]*){1,5})\s*[)\]]", entry.group(0))
     return [d.strip() for d in shape.group(1).split(",")] if shape else None
+
+
+BATCH = frozenset({"batch", "batch_size", "batch size", "B", "N"})
+
+
+def _documented(model: Any, cfg: dict[str, Any], pname: str) -> Any:
+    """A float input of the shape the forward's docstring gives it, where the config sizes
+    at least one of its dimensions (``(batch_size, embedding_dim)``,
+    ``(batch, steps, hidden_size)``): the batch 1, any other free dimension :data:`TOKENS`.
+    None when undocumented or no dimension is the config's."""
+    import torch
+
+    dims = _doc_shape(inspect.getdoc(model.forward) or "", pname) or []
+    sizes = [None if d in BATCH else _doc_size(d, cfg) for d in dims]
+    if not any(sizes):
+        return None
+    return torch.randn(*[1 if d in BATCH else size or TOKENS
+                         for d, size in zip(dims, sizes, strict=True)])
 
 
 def _doc_size(dim: str, cfg: dict[str, Any]) -> int | None:
@@ -333,6 +352,9 @@ def _inputs(model: Any, cfg: dict[str, Any], facts: Facts) -> dict[str, Any]:
             kwargs[pname] = torch.ones(1, facts.tokens, dtype=torch.long)
         elif pname in made and (required or pname not in ("controlnet_cond", "conditioning_scale")):
             kwargs[pname] = made[pname]()  # optional in the signature, yet pipelines pass them
+        elif required and (doc := _documented(model, cfg, pname)) is not None:
+            kwargs[pname] = doc
+            facts.documented.add(pname)
         elif required:
             missing.append(pname)
     if missing:
@@ -435,6 +457,7 @@ def make_inputs(model: Any, *, real: bool) -> dict[str, Any]:
     facts = Facts(model, cfg)
     kwargs = _inputs(model, cfg, facts)
     tried_layouts = False
+    found: _Misfit | Exception | None = None
     for _ in range(FITS):
         found = _misfit(model, _placed(kwargs, real))
         if found is None:
@@ -448,13 +471,17 @@ def make_inputs(model: Any, *, real: bool) -> dict[str, Any]:
             facts.frames_first = not facts.frames_first
             other = _inputs(model, cfg, facts)
             if _misfit(model, _placed(other, real)) is None:
-                kwargs = other
+                kwargs, found = other, None
                 break
             facts.frames_first = not facts.frames_first
             break
         else:
             break
         kwargs = _inputs(model, cfg, facts)
+    if facts.documented and found is not None:
+        # a guess from the docstring the forward does not take is no input of the model's
+        raise ModelSkip(f"{type(model).__name__}: needs inputs a pipeline makes "
+                        f"({', '.join(sorted(facts.documented))}), not made from the config alone")
     kwargs = _placed(kwargs, real)
     if "return_dict" in inspect.signature(model.forward).parameters:
         kwargs["return_dict"] = False

@@ -193,3 +193,28 @@ def test_a_latent_the_docstring_lays_out_in_three_dimensions() -> None:
     kwargs = atlas_diffusers.make_inputs(tokens, real=True)
     assert kwargs["hidden_states"].dim() == 3 and kwargs["hidden_states"].shape[-1] == 12
     _runs(tokens, kwargs)
+
+
+class Prior(diffusers.ModelMixin, diffusers.ConfigMixin):  # type: ignore[misc]
+    """Takes a required embedding only a pipeline makes, whose shape its docstring gives."""
+
+    @diffusers.configuration_utils.register_to_config  # type: ignore[untyped-decorator]
+    def __init__(self, embedding_dim: int = 6, width: int = 6) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(width, 2)
+
+    def forward(self, hidden_states: Any, proj_embedding: Any) -> Any:
+        """Args:
+            hidden_states (`torch.Tensor` of shape `(batch_size, channels, height, width)`):
+                The latents.
+            proj_embedding (`torch.Tensor` of shape `(batch_size, embedding_dim)`):
+                Projected embedding vector the denoising process is conditioned on.
+        """
+        return self.proj(proj_embedding)
+
+
+def test_a_required_input_the_docstring_shapes_is_made_only_when_the_forward_takes_it() -> None:
+    kwargs = atlas_diffusers.make_inputs(Prior(), real=True)
+    assert tuple(kwargs["proj_embedding"].shape) == (1, 6)  # embedding_dim from the config
+    with pytest.raises(atlas_diffusers.ModelSkip, match=r"needs inputs a pipeline makes \(proj_embedding\)"):
+        atlas_diffusers.make_inputs(Prior(embedding_dim=4), real=True)  # the forward wants 6
