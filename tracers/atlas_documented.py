@@ -46,6 +46,20 @@ def documented_siblings(forward: Any, params: Any, made: dict[str, Any]) -> list
     return out
 
 
+def make_documented(forward: Any, missing: list[str], kwargs: dict[str, Any],
+                    cfgs: list[Any], seq: int) -> list[str]:  # fmt: skip
+    """The ``missing`` inputs the forward's docstring gives a tensor shape, made in ``kwargs``
+    and taken off ``missing``; their names."""
+    made = []
+    for name in list(missing):
+        value = documented_input(forward, name, cfgs, seq)
+        if value is not None:
+            kwargs[name] = value
+            missing.remove(name)
+            made.append(name)
+    return made
+
+
 def make_siblings(forward: Any, params: Any, kwargs: dict[str, Any], cfgs: list[Any],
                   seq: int) -> list[str]:  # fmt: skip
     """:func:`documented_siblings` made in ``kwargs``; their names."""

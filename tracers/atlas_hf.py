@@ -540,7 +540,7 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
                                           and n in PATCH_PARAMS)]
     for name, value in patch_inputs(patch_names, cfgs).items():
         kwargs.setdefault(name, value)
-    missing, documented = [], []
+    missing = []
     for name in dict.fromkeys(wanted):
         if name in kwargs:
             continue
@@ -548,21 +548,16 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
         if name == "decoder_input_ids" and "input_ids" in kwargs:
             # the batch of the encoder's ids (the model's dummy_inputs may have two rows)
             kwargs[name] = kwargs["input_ids"][:, :4]
-        elif make is None:
-            # no convention makes it: the shape the forward's docstring gives it, if any
+        elif make is None and name in DOCUMENTED_INPUTS:
             made = documented_input(model.forward, name, cfgs, SEQ)
             if made is None:
                 missing.append(name)
             else:
                 kwargs[name] = made
-                documented += [] if name in DOCUMENTED_INPUTS else [name]
+        elif make is None:
+            missing.append(name)
         else:
             kwargs[name] = make()
-    if main in documented:  # inputs of no convention: the others the docstring requires too
-        documented += atlas_documented.make_siblings(model.forward, params, kwargs, cfgs, SEQ)
-    if main in missing and "input_ids" in kwargs and atlas_documented.optional_main(
-            model.forward, main):  # fmt: skip
-        missing.remove(main)  # the ids stand in for a generic main input (Perceiver's)
     fit_image_batch(params, kwargs)
     fit_patch_grid(main, params, kwargs, cfgs)
     fit_image_positions(params, kwargs, cfg)
@@ -570,6 +565,13 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
     if "input_ids" in kwargs and "attention_mask" in params and "attention_mask" not in kwargs:
         kwargs["attention_mask"] = torch.ones(kwargs["input_ids"].shape, dtype=torch.long)
     missing = atlas_audio.fit_inputs(model, cfgs, params, kwargs, missing, real=real)
+    # what no convention made (the audio ones included): the shape the docstring gives it
+    documented = atlas_documented.make_documented(model.forward, missing, kwargs, cfgs, SEQ)
+    if main in documented:  # inputs of no convention: the others the docstring requires too
+        documented += atlas_documented.make_siblings(model.forward, params, kwargs, cfgs, SEQ)
+    if main in missing and "input_ids" in kwargs and atlas_documented.optional_main(
+            model.forward, main):  # fmt: skip
+        missing.remove(main)  # the ids stand in for a generic main input (Perceiver's)
     if (documented or atlas_documented.kv_state_params(model.forward)) and not missing:
         refused = atlas_documented.fit_widths(model, params, kwargs, documented, cfgs, SEQ)
         if refused:  # made from the docstring, refused by the forward: the processor's kind
