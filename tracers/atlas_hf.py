@@ -510,6 +510,9 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
     main = getattr(model, "main_input_name", "input_ids")
     wanted = [n for n, p in params.items() if p.default is inspect.Parameter.empty
               and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]  # fmt: skip
+    if isinstance(main, (list, tuple)):  # several main inputs (an image and its task's ids)
+        wanted = [*main[1:], *wanted]
+        main = main[0]
     if main in params:
         wanted.insert(0, main)
     elif not wanted:

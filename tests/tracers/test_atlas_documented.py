@@ -4,7 +4,7 @@ first layer takes, on tiny configs built here (no network)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -120,3 +120,32 @@ def test_kv_states_per_layer_type_from_the_attention_modules() -> None:
     # a layer type no attention module has: none made rather than a guess
     cfg.layer_types = ["sliding_attention", "chunked_attention"]
     assert atlas_documented.kv_states(Draft(), cfg, 8) is None
+
+
+def test_several_main_inputs_are_all_made() -> None:
+    # OneFormer names two main inputs (the image and its task's tokens), a list: each made,
+    # the second from the shape its docstring gives
+    base: Any = transformers.PreTrainedModel
+
+    class TwoMains(base):  # type: ignore[misc]
+        config_class = transformers.PretrainedConfig
+        main_input_name: ClassVar[list[str]] = ["pixel_values", "task_inputs"]
+
+        def __init__(self, config: Any) -> None:
+            super().__init__(config)
+            self.conv = torch.nn.Conv2d(3, 4, 1)
+            self.task = torch.nn.Linear(8, 4)
+
+        def forward(self, pixel_values: Any, task_inputs: Any) -> Any:
+            """Args:
+            task_inputs (`torch.Tensor` of shape `(batch_size, sequence_length)`):
+                the task.
+            """
+            return self.conv(pixel_values).mean((2, 3)) + self.task(task_inputs)
+
+    model = TwoMains(transformers.PretrainedConfig())
+    made = _inputs(model)
+    assert made["pixel_values"].dim() == 4
+    assert tuple(made["task_inputs"].shape) == (1, 8)
+    with torch.no_grad():
+        assert tuple(model(**made).shape) == (1, 4)
