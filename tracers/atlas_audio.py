@@ -41,6 +41,8 @@ FEATURE_KEYS = ("input_feat_per_channel", "num_mel_bins", "feature_size", "n_mel
                 "input_feat_size", "feature_projection_input_dim", "model_in_channels")  # fmt: skip
 AUDIO_TOKEN_KEYS = ("audio_token_id", "audio_token_index")
 CHANNEL_KEYS = ("audio_channels", "channels")
+# feature frames per text token of a streaming speech model (one audio embedding per token)
+FRAMES_PER_TOKEN_KEYS = ("audio_length_per_tok", "audio_length_per_token", "frames_per_token")
 HOP_KEYS = ("hop_length", "hop_size")
 RATIO_KEYS = ("downsampling_ratios", "upsampling_ratios", "conv_stride", "strides",
               "encoder_rates", "patch_sizes")  # fmt: skip
@@ -134,11 +136,15 @@ def wave_length(cfgs: list[Any], multiple: int = 1) -> int:
     return -(-SECONDS // step) * step
 
 
-def frames(cfgs: list[Any], *, positions: bool = True) -> int:
+def frames(cfgs: list[Any], *, positions: bool = True, text: int | None = None) -> int:
     """Feature frames: two per source position where ``positions`` (Whisper-style encoders
     check it; their features come before the frames), else a short clip (an encoder taking
     frames first checks no length, and a long one only costs memory in the probe), rounded
-    up to the subsampling factor."""
+    up to the subsampling factor. A streaming model naming its frames per text token (its
+    audio embeddings are added to the ``text`` tokens' one by one) gets as many per token."""
+    per_token = _ints(cfgs, FRAMES_PER_TOKEN_KEYS)
+    if per_token and text:
+        return per_token[0] * text
     pos = _ints(cfgs, ("max_source_positions",)) if positions else []
     n = min(pos[0] * 2, MAX_FRAMES) if pos else FRAMES
     sub = _ints(cfgs, ("subsampling_factor",))
@@ -182,14 +188,15 @@ def wave_candidates(cfgs: list[Any], multiple: int = 1) -> list[Candidate]:
 
 
 def feature_candidates(
-    cfgs: list[Any], named: Iterable[int] = (), clip: int | None = None
+    cfgs: list[Any], named: Iterable[int] = (), clip: int | None = None, text: int | None = None
 ) -> list[Candidate]:
     """Spectrogram features: each feature size the config names, features before frames
     (Whisper's ``(B, mel, T)``) and after (``(B, T, mel)``, conformer encoders). ``clip``:
-    the frames-first length, when the features go with a waveform (one per codec frame)."""
+    the frames-first length, when the features go with a waveform (one per codec frame);
+    ``text``: the length of the ids made beside them."""
     import torch
 
-    t, short = frames(cfgs), clip or frames(cfgs, positions=False)
+    t, short = frames(cfgs, text=text), clip or frames(cfgs, positions=False, text=text)
     out: list[Candidate] = []
     for mel in feature_sizes(cfgs, named):
         out.append((f"features (1, {mel} features, {t} frames)", {"x": torch.randn(1, mel, t),
@@ -257,7 +264,9 @@ def _slots(
             # beside a codec's waveform: one feature frame per codec frame, as both paths meet
             with_wave = any(_kind(model, n) == "wave" for n in wanted)
             clip = wave_length(cfgs, hints.multiple) // hop(cfgs) if with_wave else None
-            slots[name] = feature_candidates(cfgs, hints.sizes, clip if clip and clip > 1 else None)
+            ids = kwargs.get("input_ids")
+            slots[name] = feature_candidates(cfgs, hints.sizes, clip if clip and clip > 1 else None,
+                                             ids.shape[-1] if ids is not None else None)
         elif kind == "latents" and name not in kwargs:
             # ``hidden_states`` made by another convention (a vision tower's flattened
             # patches) is that convention's; only a latent input nothing else made is a codec's

@@ -39,6 +39,12 @@ class ModelSkip(TraceError):
     a package that is not installed, a tokenizer file, weights. Not a tracer failure."""
 
 
+class InputsRefused(ModelSkip):
+    """The forward refused the inputs a config alone gives (made from its docstring): they
+    need its processor. Raised by the real-data build too, where the fake build's probe could
+    not run the forward (values the meta device lacks): still a reason about the model."""
+
+
 def parse_spec(spec: str) -> tuple[str, str]:
     """``atlas:transformers/llama`` -> ("transformers", "llama")."""
     body = spec.removeprefix(SPEC_PREFIX)

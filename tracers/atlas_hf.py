@@ -12,8 +12,8 @@ import inspect
 from typing import Any
 
 from opcheck.core.errors import TraceError
-from opcheck.tracers import atlas_audio, atlas_hf_config, atlas_tvops
-from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
+from opcheck.tracers import atlas_audio, atlas_documented, atlas_hf_config, atlas_tvops
+from opcheck.tracers.atlas_build import Built, InputsRefused, ModelSkip, missing_package, one_line
 from opcheck.tracers.atlas_hf_config import first_value
 from opcheck.tracers.atlas_inputs import (
     MEDIA,
@@ -196,9 +196,13 @@ def _shrink_layers(cfg: Any, keep: int = 2) -> None:
                 if kept >= n:
                     continue
                 setattr(c, key, kept)
+                stages = False  # a list of layer counts per stage cut: a hierarchical encoder
                 for other, val in list(d.items()):
                     if isinstance(val, (list, tuple)) and len(val) == n and other not in LAYER_KEYS:
                         setattr(c, other, type(val)(val[:kept]))
+                        stages |= all(isinstance(v, int) and not isinstance(v, bool) for v in val)
+                if stages:
+                    atlas_hf_config.fit_stage_width(c, n, kept)
                 atlas_hf_config.remap_layer_outputs(c, n, kept, holders)
 
 
@@ -506,6 +510,9 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
     main = getattr(model, "main_input_name", "input_ids")
     wanted = [n for n, p in params.items() if p.default is inspect.Parameter.empty
               and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]  # fmt: skip
+    if isinstance(main, (list, tuple)):  # several main inputs (an image and its task's ids)
+        wanted = [*main[1:], *wanted]
+        main = main[0]
     if main in params:
         wanted.insert(0, main)
     elif not wanted:
@@ -561,6 +568,19 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
     if "input_ids" in kwargs and "attention_mask" in params and "attention_mask" not in kwargs:
         kwargs["attention_mask"] = torch.ones(kwargs["input_ids"].shape, dtype=torch.long)
     missing = atlas_audio.fit_inputs(model, cfgs, params, kwargs, missing, real=real)
+    # what no convention made (the audio ones included): the shape the docstring gives it
+    documented = atlas_documented.make_documented(model.forward, missing, kwargs, cfgs, SEQ)
+    if main in documented:  # inputs of no convention: the others the docstring requires too
+        documented += atlas_documented.make_siblings(model.forward, params, kwargs, cfgs, SEQ)
+    if main in missing and "input_ids" in kwargs and atlas_documented.optional_main(
+            model.forward, main):  # fmt: skip
+        missing.remove(main)  # the ids stand in for a generic main input (Perceiver's)
+    if (documented or atlas_documented.kv_state_params(model.forward)) and not missing:
+        refused = atlas_documented.fit_widths(model, params, kwargs, documented, cfgs, SEQ)
+        if refused:  # made from the docstring, refused by the forward: the processor's kind
+            raise InputsRefused(f"{type(model).__name__}: needs inputs made by its processor "
+                                f"({', '.join(documented)}: made to the shapes its docstring "
+                                f"gives, the forward refused them: {refused[:100]})")
     if missing:
         raise ModelSkip(f"{type(model).__name__}: needs inputs made by its processor "
                         f"({', '.join(missing)}), which a config alone does not give")  # fmt: skip

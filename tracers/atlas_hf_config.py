@@ -541,3 +541,20 @@ def one_feature_level(cfg: Any) -> dict[str, Any]:
         return {}
     return {key: [1.0] for key, v in d.items()
             if key.endswith("scale_factors") and isinstance(v, (list, tuple)) and not v}
+
+
+def fit_stage_width(c: Any, n: int, kept: int) -> None:
+    """A hierarchical encoder's ``hidden_size`` after its stages were cut from ``n`` to
+    ``kept``: Swin-like stages double the width, the config holding the last one's, an
+    ``embed``-named width times ``2 ** (stages - 1)``; the model's output narrows with the
+    stages cut, and a head sized by ``hidden_size`` (CLAP's audio projection) would refuse it.
+    Called only where a per-stage list of layer counts (``depths``) was cut with them."""
+    d = vars(c)
+    h = d.get("hidden_size")
+    if not isinstance(h, int) or isinstance(h, bool) or kept >= n:
+        return
+    for key, w in d.items():
+        if key != "hidden_size" and "embed" in key and isinstance(w, int) \
+                and not isinstance(w, bool) and w > 0 and w * 2 ** (n - 1) == h:
+            c.hidden_size = w * 2 ** (kept - 1)
+            return

@@ -54,42 +54,95 @@ def image_pair(cfg: Any) -> int | None:
 # features and their positions) that the forward needs to run at all, made from the shape the
 # forward documents: their sizes are config attributes (``visual_feat_dim``) or the text length
 DOCUMENTED_INPUTS = ("bbox", "visual_feats", "visual_pos")
-_DOC_SHAPE = r"{name} \(`([^`]*)`[^(\n]*\(([^)]*)\)"
+# ``name (`kind` of shape `(dims)`...``: the shape in backticks (a bracketed list too, and
+# nested parentheses: ``dim * len(config.target_layer_ids)``), else the first parenthesis
+_DOC_SHAPE = r"{name} \(`([^`]*)`[^`\n]*`([(\[][^`]*[)\]])`([^\n]*)"
+_DOC_SHAPE_BARE = r"{name} \(`([^`]*)`[^(\n]*\(([^)]*)\)([^\n]*)"
+# the library's names of the model width where a docstring says ``dim`` and the config
+# calls it ``hidden_size``
+WIDTH_SYNONYMS = ("dim", "hidden_dim", "embed_dim", "d_model", "hidden_size")
+
+
+def documented_shape(forward: Any, name: str) -> tuple[str, list[str], bool] | None:
+    """``(kind, dims, optional)`` of the input ``name`` as the forward's docstring gives it:
+    the tensor kind (``torch.LongTensor``), its dimensions as written, and whether the line
+    marks it ``*optional*``. None when undocumented or not a tensor (a dict of tensors)."""
+    import re
+
+    doc = inspect.getdoc(forward) or ""
+    m = re.search(_DOC_SHAPE.format(name=re.escape(name)), doc) \
+        or re.search(_DOC_SHAPE_BARE.format(name=re.escape(name)), doc)
+    if m is None or "Tensor" not in m.group(1) or m.group(1).startswith(("dict", "list", "tuple")):
+        return None
+    inner = m.group(2)
+    if inner[:1] in "([" and inner[-1:] in ")]":
+        inner = inner[1:-1]
+    dims, depth, cur = [], 0, ""
+    for ch in inner:  # commas at the outer level only (``len(a, b)`` stays one dimension)
+        depth += ch in "(["
+        depth -= ch in ")]"
+        if ch == "," and depth == 0:
+            dims.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    dims = [d for d in [*dims, cur.strip()] if d]
+    return m.group(1), dims, "*optional*" in m.group(3)
+
+
+def _dim(term: str, cfgs: list[Any], seq: int) -> int:
+    """One documented dimension: a number, a config attribute (``config.`` or not), ``len()``
+    of a config list, products and sums of these; the batch 1, any other name ``seq``."""
+    import re
+
+    term = term.replace("config.", "").replace("`", "").strip()
+    if "+" in term:
+        return sum(_dim(t, cfgs, seq) for t in term.split("+"))
+    if "*" in term:
+        return math.prod(_dim(t, cfgs, seq) for t in term.split("*"))
+    if term.isdigit():
+        return int(term)
+    if term == "batch_size":
+        return 1
+    m = re.fullmatch(r"len\((\w+)\)", term)
+    if m:
+        v = first_value(cfgs, m.group(1))
+        return len(v) if isinstance(v, (list, tuple)) and v else 1
+    if not re.fullmatch(r"\w+", term):
+        return seq
+    names = (term, *WIDTH_SYNONYMS) if term in WIDTH_SYNONYMS else (term,)
+    return _int(first_value(cfgs, *names), seq)
 
 
 def documented_input(forward: Any, name: str, cfgs: list[Any], seq: int) -> Any:
     """The input ``name`` of the shape the forward's docstring gives it (``(batch_size,
-    num_boxes, 4)``, ``(batch_size, num_visual_features, visual_feat_dim)``): a dimension a
-    config attribute names takes its value, a number itself, the batch 1, any other ``seq``.
-    Boxes (``bbox``: last dimension 4) are well-formed, ``x0 <= x1``, in the 0-1000 range of
-    the layout embeddings, or 0-1 where the docstring says floats. None when undocumented."""
-    import re
-
+    num_boxes, 4)``, ``(batch_size, num_visual_features, visual_feat_dim)``,
+    ``[batch_size, config.block_size, dim]``): a dimension a config attribute names takes its
+    value, a number itself, the batch 1, any other ``seq``. Boxes (``bbox``: last dimension 4)
+    are well-formed, ``x0 <= x1``, in the 0-1000 range of the layout embeddings, or 0-1 where
+    the docstring says floats. None when undocumented."""
     import torch
 
-    doc = inspect.getdoc(forward) or ""
-    m = re.search(_DOC_SHAPE.format(name=re.escape(name)), doc)
-    if m is None:
+    found = documented_shape(forward, name)
+    if found is None:
         return None
-    kind, dims = m.group(1), [d.strip() for d in m.group(2).split(",") if d.strip()]
+    kind, dims, _optional = found
     shape: list[int] = []
     for d in dims:
         if d == "{0}":  # the library's template for (batch_size, sequence_length)
             shape += [1, seq]
-        elif d.isdigit():
-            shape.append(int(d))
-        elif d == "batch_size":
-            shape.append(1)
         else:
-            shape.append(_int(first_value(cfgs, d), seq))
+            shape.append(_dim(d, cfgs, seq))
     if name == "bbox" and shape[-1] == 4:
         corner = torch.arange(shape[-2] if len(shape) > 1 else 1) * 10 % 500
         box = torch.stack([corner, corner, corner + 100, corner + 100], dim=-1)
         box = box.expand(*shape).contiguous()
         return box.long() if "Long" in kind else box.float() / 1000
-    if "Long" in kind:
+    if "Long" in kind or name.endswith("_ids"):  # ids documented as a plain Tensor too
         return torch.zeros(*shape, dtype=torch.long)
-    return torch.randn(*shape)
+    # in [0, 1): a column the model reads as an index (flattened patches' row and column)
+    # rounds to 0, a valid row of any table
+    return torch.rand(*shape)
 
 
 def fit_default_choices(cfgs: Iterable[Any]) -> None:

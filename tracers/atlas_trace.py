@@ -15,7 +15,14 @@ from typing import Any
 from opcheck.core.errors import TraceError
 from opcheck.core.oplist import RECORDER_REAL, OpList
 from opcheck.tracers import atlas_audio
-from opcheck.tracers.atlas_build import ModelSkip, build, every_layer_level, one_line, parse_spec
+from opcheck.tracers.atlas_build import (
+    InputsRefused,
+    ModelSkip,
+    build,
+    every_layer_level,
+    one_line,
+    parse_spec,
+)
 from opcheck.tracers.atlas_inputs import forward_path
 from opcheck.tracers.inputs import InputSpec
 from opcheck.tracers.recorder import Recorder, Stream
@@ -103,7 +110,8 @@ def _trace_both(
             ol.forward = forward_path(built[0])
             ol.notes.extend(atlas_audio.notes(built[0]))
             break
-        except MemoryError:
+        except (MemoryError, InputsRefused):
+            # the inputs a config gives, refused once the real forward ran: a skip's reason
             raise
         except TraceError as exc:  # each attempt's reason: the narrowed build's is the telling one
             real_whys.append(str(exc))

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from opcheck.core.oplist import RECORDER_FAKE
-from opcheck.tracers import atlas_audio
+from opcheck.tracers import atlas_audio, atlas_hf
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -182,3 +182,24 @@ def test_hidden_states_made_by_another_convention_are_left_alone() -> None:
     codec = [SimpleNamespace(hidden_size=8, hop_length=320)]
     kwargs, left = _fit(_PatchTower(), codec, {"grid_thw": made["grid_thw"]}, ["hidden_states"])
     assert left == [] and kwargs["hidden_states"].shape != patches.shape
+
+
+def test_a_streaming_model_gets_its_frames_per_text_token() -> None:
+    # Voxtral Realtime adds one audio embedding to each text token's: the config names the
+    # feature frames per token (audio_length_per_tok), 200 frames against 8 ids would not add
+    cfg = transformers.VoxtralRealtimeConfig(
+        audio_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                      "num_attention_heads": 2, "head_dim": 16, "num_mel_bins": 16},
+        text_config={"vocab_size": 100, "hidden_size": 32, "intermediate_size": 64,
+                     "num_hidden_layers": 1, "num_attention_heads": 2,
+                     "num_key_value_heads": 1, "head_dim": 16},
+        hidden_size=32,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.VoxtralRealtimeForConditionalGeneration(cfg).eval()
+    made = atlas_hf.make_inputs(model, cfg, real=True)[1]
+    ids = made["input_ids"].shape[-1]
+    assert tuple(made["input_features"].shape) == (1, 16, ids * cfg.audio_length_per_tok)
+    with torch.no_grad():
+        out = model(**made)
+    assert tuple(out.logits.shape) == (1, ids, 100)

@@ -171,3 +171,28 @@ def test_expert_pools_and_other_vocabularies_are_cut() -> None:
     assert (cfg.num_experts_per_tok, cfg.expert_ffn_hidden_size) == (6, 2048)  # not counts
     atlas_hf_config.shrink_other_vocabs([cfg])
     assert cfg.encoder_hash_byte_group_vocab == atlas_hf_config.SMALL_VOCAB
+
+
+def test_a_hierarchical_encoders_hidden_size_follows_its_stages_cut() -> None:
+    import transformers
+
+    # CLAP's audio tower: Swin stages doubling a 32-wide patch embedding, the projection sized
+    # by hidden_size = 32 * 2**3; two stages kept leave a 64-wide output
+    cfg = transformers.ClapAudioConfig(patch_embeds_hidden_size=32, hidden_size=256,
+                                       depths=[1, 1, 1, 1], num_attention_heads=[2, 2, 2, 2],
+                                       num_hidden_layers=4, spec_size=64, num_mel_bins=16,
+                                       window_size=4, projection_dim=16)  # fmt: skip
+    atlas_hf._shrink_layers(cfg)
+    assert list(cfg.depths) == [1, 1] and cfg.hidden_size == 64
+    torch.manual_seed(0)
+    model: Any = transformers.ClapAudioModelWithProjection(cfg)
+    model.eval()
+    with torch.no_grad():
+        out = model(input_features=torch.randn(1, 1, 64, 16))
+    assert tuple(out.audio_embeds.shape) == (1, 16)
+    # per-layer lists of another kind (layer types) leave a width that only looks doubled
+    plain: Any = PretrainedConfig
+    other = plain(num_hidden_layers=4, embed_dim=32, hidden_size=256,
+                  layer_types=["full_attention"] * 4)  # fmt: skip
+    atlas_hf._shrink_layers(other)
+    assert other.num_hidden_layers == 2 and other.hidden_size == 256
