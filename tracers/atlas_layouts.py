@@ -81,7 +81,7 @@ def documented_input(forward: Any, name: str, cfgs: list[Any], seq: int) -> Any:
         elif d == "batch_size":
             shape.append(1)
         else:
-            shape.append(_int(first_value(cfgs, d), seq))
+            shape.append(_int(first_value(cfgs, d, *_own_length(name, d)), seq))
     if name == "bbox" and shape[-1] == 4:
         corner = torch.arange(shape[-2] if len(shape) > 1 else 1) * 10 % 500
         box = torch.stack([corner, corner, corner + 100, corner + 100], dim=-1)
@@ -90,6 +90,15 @@ def documented_input(forward: Any, name: str, cfgs: list[Any], seq: int) -> Any:
     if "Long" in kind:
         return torch.zeros(*shape, dtype=torch.long)
     return torch.randn(*shape)
+
+
+def _own_length(name: str, dim: str) -> tuple[str, ...]:
+    """The config's names of an input's own sequence length (``task_inputs``' sequence_length
+    is ``task_seq_len``): the input's first word before the length's usual spellings."""
+    if dim != "sequence_length":
+        return ()
+    word = name.split("_")[0]
+    return (f"{word}_seq_len", f"{word}_seq_length", f"{word}_sequence_length")
 
 
 def fit_default_choices(cfgs: Iterable[Any]) -> None:
