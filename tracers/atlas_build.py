@@ -110,6 +110,13 @@ def build(
     return made
 
 
+def repair_after(library: str, name: str, why: str) -> bool:
+    """Whether the library's builder changed the next build of ``name`` after a trace stopped
+    with ``why`` (a config field the default leaves unset, read on the failing line)."""
+    fix = getattr(_module(library), "repair_after", None)
+    return bool(fix(name, why)) if callable(fix) else False
+
+
 def every_layer_level(library: str) -> int | None:
     """The ``shrink`` level of ``library``'s builds that narrows widths but keeps every layer
     (the real-data fallback's last try after a narrowed build fails on a shape), or None."""

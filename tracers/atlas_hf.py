@@ -12,7 +12,13 @@ import inspect
 from typing import Any
 
 from opcheck.core.errors import TraceError
-from opcheck.tracers import atlas_audio, atlas_documented, atlas_hf_config, atlas_tvops
+from opcheck.tracers import (
+    atlas_audio,
+    atlas_documented,
+    atlas_hf_config,
+    atlas_hf_unset,
+    atlas_tvops,
+)
 from opcheck.tracers.atlas_build import Built, InputsRefused, ModelSkip, missing_package, one_line
 from opcheck.tracers.atlas_hf_config import first_value
 from opcheck.tracers.atlas_inputs import (
@@ -310,6 +316,7 @@ def make_config(model_type: str, level: int) -> Any:
     atlas_hf_config.fix_misspelled(_subconfigs(cfg))
     atlas_hf_config.fill_unset(_subconfigs(cfg))
     atlas_hf_config.fit_neck_widths(_subconfigs(cfg))
+    atlas_hf_unset.apply(_subconfigs(cfg))
     if 1 <= level < EVERY_LAYER:
         _shrink_layers(cfg)
     if level >= 2:
@@ -333,6 +340,16 @@ def make_config(model_type: str, level: int) -> Any:
         if "use_cache" in vars(c):
             c.use_cache = False  # a forward without a cache: one op list, no cache classes
     return cfg
+
+
+def repair_after(name: str, why: str) -> bool:
+    """Whether a trace of ``name`` that stopped with ``why`` names config fields left unset
+    that the next builds set (a clamp bound, a per-class threshold list)."""
+    import transformers
+
+    cls = getattr(transformers, _head(name)[0])
+    cfg = atlas_hf_config.for_class(make_config(name, 0), cls)
+    return atlas_hf_unset.remember(_subconfigs(cfg), why)
 
 
 def build(
@@ -507,12 +524,17 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
                 kwargs = {k: v for k, v in dummy.items() if k in params}
         except Exception:  # a property that needs more than the config: the conventions
             kwargs = {}
-    main = getattr(model, "main_input_name", "input_ids")
+    main: Any = getattr(model, "main_input_name", "input_ids")
     wanted = [n for n, p in params.items() if p.default is inspect.Parameter.empty
               and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]  # fmt: skip
-    if isinstance(main, (list, tuple)):  # several main inputs (an image and its task's ids)
-        wanted = [*main[1:], *wanted]
-        main = main[0]
+    mains: list[str] = []
+    if isinstance(main, (list, tuple)):
+        # a model naming several main inputs (an image and its task's tokens): each one fed,
+        # the first the one the conventions below read as the main input, the others made as
+        # the forward's docstring shapes them where no convention names them
+        mains = [n for n in main[1:] if n in params]
+        wanted = [*mains, *wanted]
+        main = main[0] if main else "input_ids"
     if main in params:
         wanted.insert(0, main)
     elif not wanted:
@@ -551,7 +573,7 @@ def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], d
         if name == "decoder_input_ids" and "input_ids" in kwargs:
             # the batch of the encoder's ids (the model's dummy_inputs may have two rows)
             kwargs[name] = kwargs["input_ids"][:, :4]
-        elif make is None and name in DOCUMENTED_INPUTS:
+        elif make is None and (name in DOCUMENTED_INPUTS or name in mains):
             made = documented_input(model.forward, name, cfgs, SEQ)
             if made is None:
                 missing.append(name)

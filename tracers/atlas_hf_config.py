@@ -98,6 +98,11 @@ _NEEDED = re.compile(r"`(\w+)` config needs to be specified")
 _MUST_TRUE = re.compile(r"`(\w+)=True`")
 _MUST_BE = re.compile(r"(\w+) must be (-?\d+), got")
 _CONFIG_ATTR = re.compile(r"config\.(\w+)(\[|\))")
+# a width that does not split into its heads, as attention layers word it
+_HEADS_SPLIT = re.compile(r"embed_dim`?: (\d+) and `?num_heads`?: (\d+)"
+                          r"|hidden size \((\d+)\) is not a multiple of the number of attention "
+                          r"heads \((\d+)\)")
+_HEAD_NAMES = ("num_attention_heads", "num_heads", "n_head", "n_heads", "attention_heads")
 _TIMM_NAME = re.compile(r"(\w+) is not set in the config\. Please set it to a timm model name")
 
 
@@ -175,7 +180,7 @@ def repair(cfgs: list[Any], exc: BaseException) -> str:
     config's other fields; what was set, or "" when the failure names nothing to set."""
     text = str(exc)
     for pattern, fix in ((_NO_ATTR, _missing_attr), (_NEEDED, _needed), (_MUST_TRUE, _must_true),
-                         (_TIMM_NAME, _timm_name)):
+                         (_TIMM_NAME, _timm_name), (_HEADS_SPLIT, _split_heads)):
         m = pattern.search(text)
         if m:
             return fix(cfgs, m)
@@ -246,6 +251,27 @@ def _needed(cfgs: list[Any], m: re.Match[str]) -> str:
             for key in dict.fromkeys([name, *lengths]):
                 setattr(c, key, UNSET_STEPS)
             return f"{name} = {UNSET_STEPS}"
+    return ""
+
+
+def _split_heads(cfgs: list[Any], m: re.Match[str]) -> str:
+    """A default config whose attention width does not divide into its head count (a tower's
+    defaults copied from two checkpoints): the head count nearest it that divides the width,
+    heads at least 4 wide (rotary pairs), more heads on a tie (the narrower head)."""
+    width, heads = (int(g) for g in m.groups() if g is not None)
+    for c in cfgs:
+        d = vars(c)
+        if width not in (_int(d, k) for k in ("hidden_size", "embed_dim", "d_model", "dim")):
+            continue
+        for key in _HEAD_NAMES:
+            if _int(d, _real_name(c, key)) != heads:
+                continue
+            fits = [h for h in range(1, width + 1) if width % h == 0 and (width // h) % 4 == 0]
+            if not fits:
+                return ""
+            best = min(fits, key=lambda h: (abs(h - heads), -h))
+            setattr(c, _real_name(c, key), best)
+            return f"{type(c).__name__}.{key} = {best} (was {heads}, {width} wide)"
     return ""
 
 

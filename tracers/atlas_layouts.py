@@ -132,7 +132,9 @@ def documented_input(forward: Any, name: str, cfgs: list[Any], seq: int) -> Any:
         if d == "{0}":  # the library's template for (batch_size, sequence_length)
             shape += [1, seq]
         else:
-            shape.append(_dim(d, cfgs, seq))
+            own = _own_length(name, d)
+            value = first_value(cfgs, *own) if own else None
+            shape.append(_int(value, seq) if value is not None else _dim(d, cfgs, seq))
     if name == "bbox" and shape[-1] == 4:
         corner = torch.arange(shape[-2] if len(shape) > 1 else 1) * 10 % 500
         box = torch.stack([corner, corner, corner + 100, corner + 100], dim=-1)
@@ -143,6 +145,15 @@ def documented_input(forward: Any, name: str, cfgs: list[Any], seq: int) -> Any:
     # in [0, 1): a column the model reads as an index (flattened patches' row and column)
     # rounds to 0, a valid row of any table
     return torch.rand(*shape)
+
+
+def _own_length(name: str, dim: str) -> tuple[str, ...]:
+    """The config's names of an input's own sequence length (``task_inputs``' sequence_length
+    is ``task_seq_len``): the input's first word before the length's usual spellings."""
+    if dim != "sequence_length":
+        return ()
+    word = name.split("_")[0]
+    return (f"{word}_seq_len", f"{word}_seq_length", f"{word}_sequence_length")
 
 
 def fit_default_choices(cfgs: Iterable[Any]) -> None:

@@ -22,10 +22,13 @@ from opcheck.tracers.atlas_build import (
     every_layer_level,
     one_line,
     parse_spec,
+    repair_after,
 )
 from opcheck.tracers.atlas_inputs import forward_path
 from opcheck.tracers.inputs import InputSpec
 from opcheck.tracers.recorder import Recorder, Stream
+
+REPAIRS = 3  # fake traces built again, each with the unset config fields the last stopped on
 
 
 def trace_atlas(
@@ -80,19 +83,26 @@ def _trace_both(
     library, name = parse_spec(spec)
     label = label or spec
     composites = list(composites)
-    model, args, kwargs = build(library, name, train=train)
-    model_modules = {type(m).__module__ for m in model.modules()}
-    try:
-        traced = runtime.trace_module(
-            model, inputs, example_args=args, example_kwargs=kwargs, train=train, label=label,
-            composites=composites, stream=stream,
-        )  # fmt: skip
-        traced.forward = forward_path(model)  # which towers of a multimodal model ran
-        traced.notes.extend(atlas_audio.notes(model))  # the audio layout the ladder chose
-        return traced
-    except runtime.PartialTrace as exc:
-        why = str(exc)
-        if exc.same_on_real:
+    for attempt in range(REPAIRS + 1):
+        model, args, kwargs = build(library, name, train=train)
+        model_modules = {type(m).__module__ for m in model.modules()}
+        try:
+            traced = runtime.trace_module(
+                model, inputs, example_args=args, example_kwargs=kwargs, train=train,
+                label=label, composites=composites, stream=stream,
+            )  # fmt: skip
+            traced.forward = forward_path(model)  # which towers of a multimodal model ran
+            traced.notes.extend(atlas_audio.notes(model))  # the audio layout the ladder chose
+            return traced
+        except runtime.PartialTrace as exc:
+            why = str(exc)
+            if not exc.same_on_real:
+                break
+            # a field the default config leaves to the checkpoint, read where the trace
+            # stopped: built once more with it set, the same line would stop a real run too
+            if attempt < REPAIRS and repair_after(library, name, why):
+                del model, args, kwargs
+                continue
             # a shape or an argument wrong whatever the values: the real-data recorder would
             # build the model again only to stop at the same line (tens of seconds per model)
             raise TraceError(why) from None
