@@ -347,8 +347,11 @@ def repair_after(name: str, why: str) -> bool:
     that the next builds set (a clamp bound, a per-class threshold list)."""
     import transformers
 
-    cls = getattr(transformers, _head(name)[0])
-    cfg = atlas_hf_config.for_class(make_config(name, 0), cls)
+    try:
+        cls = getattr(transformers, _head(name)[0])
+        cfg = atlas_hf_config.for_class(make_config(name, 0), cls)
+    except Exception:  # no config to repair: the trace's own failure is the row's reason
+        return False
     return atlas_hf_unset.remember(_subconfigs(cfg), why)
 
 
