@@ -12,7 +12,7 @@ import inspect
 from typing import Any
 
 from opcheck.core.errors import TraceError
-from opcheck.tracers import atlas_audio, atlas_hf_config, atlas_tvops
+from opcheck.tracers import atlas_audio, atlas_hf_code, atlas_hf_config, atlas_tvops
 from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
 from opcheck.tracers.atlas_hf_config import first_value
 from opcheck.tracers.atlas_inputs import (
@@ -279,9 +279,13 @@ def _fill_unset_sizes(cfg: Any) -> None:
         d = vars(c)
         heads = d.get("num_attention_heads")
         hidden = d.get("hidden_size")
-        if "head_dim" in d and d["head_dim"] is None and isinstance(heads, int) and heads \
-                and isinstance(hidden, int):
-            c.head_dim = hidden // heads
+        if isinstance(heads, int) and heads and isinstance(hidden, int) \
+                and d.get("head_dim") is None and ("head_dim" in d or hidden % heads):
+            # a hidden size that does not split into the heads (a default config pairing a
+            # released width with another head count, its checkpoint naming head_dim; the
+            # model reads head_dim where set): a width rotary embeddings can halve and pair,
+            # not the odd quotient
+            c.head_dim = hidden // heads if hidden % heads == 0 else hidden // heads // 4 * 4
         if "num_key_value_heads" in d and d["num_key_value_heads"] is None \
                 and isinstance(heads, int):
             c.num_key_value_heads = heads
@@ -372,6 +376,7 @@ def build(
             errors.append(one_line(exc))
             continue
         model.eval()
+        atlas_hf_code.fill_read_token_ids(model)
         args, kwargs = make_inputs(model, cfg, real=real)
         watch_towers(model)
         return model, args, kwargs
