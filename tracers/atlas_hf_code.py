@@ -22,10 +22,13 @@ _TEXT_IDS = range(0, 32)
 
 
 def _sources(cls: type) -> Iterator[str]:
-    """The source of ``cls`` and of its transformers bases (a mixin holding the position
-    code), each class once."""
+    """The source of ``cls`` and of its bases holding model code (a mixin holding the position
+    code): transformers' models, a model class defined elsewhere; not torch's or transformers'
+    shared machinery (generation reads token ids a forward never needs)."""
     for klass in cls.__mro__:
-        if not klass.__module__.startswith("transformers.models."):
+        home = klass.__module__
+        if home.startswith(("torch", "builtins")) or (home.startswith("transformers.")
+                                                      and not home.startswith("transformers.models.")):
             continue
         try:
             yield inspect.getsource(klass)
