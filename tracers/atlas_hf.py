@@ -279,13 +279,15 @@ def _fill_unset_sizes(cfg: Any) -> None:
         d = vars(c)
         heads = d.get("num_attention_heads")
         hidden = d.get("hidden_size")
+        odd = isinstance(heads, int) and heads and isinstance(hidden, int) \
+            and hidden % heads and hidden // heads % 2
         if isinstance(heads, int) and heads and isinstance(hidden, int) \
-                and d.get("head_dim") is None and ("head_dim" in d or hidden % heads):
-            # a hidden size that does not split into the heads (a default config pairing a
-            # released width with another head count, its checkpoint naming head_dim; the
-            # model reads head_dim where set): a width rotary embeddings can halve and pair,
-            # not the odd quotient
-            c.head_dim = hidden // heads if hidden % heads == 0 else hidden // heads // 4 * 4
+                and d.get("head_dim") is None and ("head_dim" in d or odd):
+            # a hidden size that does not split into the heads, to an odd quotient (a default
+            # config pairing a released width with another head count, its checkpoint naming
+            # head_dim; the model reads head_dim where set): a width rotary embeddings can
+            # halve and pair (Qwen3-Omni's thinker: 2048 / 28 heads, 73-wide heads)
+            c.head_dim = hidden // heads // 4 * 4 if odd else hidden // heads
         if "num_key_value_heads" in d and d["num_key_value_heads"] is None \
                 and isinstance(heads, int):
             c.num_key_value_heads = heads

@@ -83,10 +83,12 @@ def test_a_span_whose_start_is_named_without_its_end_is_closed() -> None:
 def test_a_hidden_size_the_heads_do_not_split_gets_an_even_head_width() -> None:
     odd = TinyTextConfig(hidden_size=2048, num_attention_heads=28)
     even = TinyTextConfig(hidden_size=2048, num_attention_heads=16)
-    atlas_hf._fill_unset_sizes(odd)
-    atlas_hf._fill_unset_sizes(even)
+    uneven = TinyTextConfig(hidden_size=4096, num_attention_heads=96)
+    for c in (odd, even, uneven):
+        atlas_hf._fill_unset_sizes(c)
     assert odd.head_dim == 72  # 2048 // 28 = 73: rotary tables 74 wide against 73-wide heads
     assert "head_dim" not in vars(even)  # the model's own quotient is right: nothing set
+    assert "head_dim" not in vars(uneven)  # 42, even: the model's own quotient is kept
     # transformers' own default: Qwen3-Omni's thinker pairs 2048 with 28 heads
     text = atlas_hf.make_config("qwen3_omni_moe_thinker", 2).text_config
     assert text.head_dim % 4 == 0 and text.head_dim <= text.hidden_size // 28
