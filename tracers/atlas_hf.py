@@ -15,6 +15,7 @@ from opcheck.core.errors import TraceError
 from opcheck.tracers import (
     atlas_audio,
     atlas_documented,
+    atlas_hf_code,
     atlas_hf_config,
     atlas_hf_unset,
     atlas_tvops,
@@ -289,9 +290,15 @@ def _fill_unset_sizes(cfg: Any) -> None:
         d = vars(c)
         heads = d.get("num_attention_heads")
         hidden = d.get("hidden_size")
-        if "head_dim" in d and d["head_dim"] is None and isinstance(heads, int) and heads \
-                and isinstance(hidden, int):
-            c.head_dim = hidden // heads
+        odd = isinstance(heads, int) and heads and isinstance(hidden, int) \
+            and hidden % heads and hidden // heads % 2
+        if isinstance(heads, int) and heads and isinstance(hidden, int) \
+                and d.get("head_dim") is None and ("head_dim" in d or odd):
+            # a hidden size that does not split into the heads, to an odd quotient (a default
+            # config pairing a released width with another head count, its checkpoint naming
+            # head_dim; the model reads head_dim where set): a width rotary embeddings can
+            # halve and pair (Qwen3-Omni's thinker: 2048 / 28 heads, 73-wide heads)
+            c.head_dim = hidden // heads // 4 * 4 if odd else hidden // heads
         if "num_key_value_heads" in d and d["num_key_value_heads"] is None \
                 and isinstance(heads, int):
             c.num_key_value_heads = heads
@@ -396,6 +403,7 @@ def build(
             errors.append(one_line(exc))
             continue
         model.eval()
+        atlas_hf_code.fill_read_token_ids(model)
         args, kwargs = make_inputs(model, cfg, real=real)
         watch_towers(model)
         return model, args, kwargs

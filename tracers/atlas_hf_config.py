@@ -337,29 +337,38 @@ def _per_layer_list(cfgs: list[Any], exc: BaseException) -> str:
 # --- multimodal rotary sections ---------------------------------------------------------------
 
 _SECTION_DEFAULT = re.compile(r"""\.get\(\s*["']mrope_section["']\s*,\s*(\[[\d,\s]+\])""")
+# sections read with no fallback (``.get("mrope_section")``, ``["mrope_section"]``)
+_SECTION_BARE = re.compile(r"""(\.get\(\s*["']mrope_section["']\s*\)|\[\s*["']mrope_section["']\s*\])""")
+# the multimodal convention's axes (temporal, height, width), equal shares of the rotary half
+EVEN_SECTIONS = [1, 1, 1]
 
 
 def code_sections(cls: Any) -> list[int] | None:
     """The rotary sections the model's code falls back to when the config names none
     (``config.rope_parameters.get("mrope_section", [8, 12, 12])``), read from its module or
-    the modules its classes come from (a model reusing another's text decoder)."""
+    the modules its classes come from (a model reusing another's text decoder); equal shares
+    of the three axes where the code reads sections with no fallback at all (a rotary embedding
+    taking ``len(None)`` of a default config's missing sections)."""
     import sys
 
     home = sys.modules.get(getattr(cls, "__module__", ""))
     if home is None:
         return None
     names = [home.__name__, *(v.__module__ for v in vars(home).values() if isinstance(v, type))]
+    bare = False
     for name in dict.fromkeys(names):
         path = getattr(sys.modules.get(name), "__file__", None)
         if not path or not name.startswith("transformers.models."):
             continue
         try:
-            m = _SECTION_DEFAULT.search(Path(path).read_text())
+            text = Path(path).read_text()
         except OSError:
             continue
+        m = _SECTION_DEFAULT.search(text)
         if m:
             return [int(x) for x in m.group(1).strip("[]").split(",") if x.strip()]
-    return None
+        bare = bare or _SECTION_BARE.search(text) is not None
+    return list(EVEN_SECTIONS) if bare else None
 
 
 def _model_class(c: Any) -> Any:

@@ -126,6 +126,10 @@ def fit_tower_widths(cfg: Any) -> None:
         if sub is text or not key.endswith("_config") or not hasattr(sub, "to_dict"):
             continue
         d = vars(sub)
+        if isinstance(d.get("text_hidden_size"), int):
+            # the tower's own copy of the text width (its merger projects to it), which the
+            # composite config's constructor tied to the text config before the atlas narrowed it
+            sub.text_hidden_size = width
         if isinstance(d.get("out_hidden_size"), int):
             sub.out_hidden_size = width
         elif isinstance(d.get("embed_dim"), int) and isinstance(d.get("hidden_size"), int):
@@ -349,10 +353,15 @@ def with_placeholders(
     ids: Any, token: int, count: int, bounds: tuple[int | None, int | None] = (None, None)
 ) -> Any:
     """``ids`` (1, n) with ``count`` placeholder tokens after its first two ids, between the
-    start and end tokens ``bounds`` where the config names them."""
+    start and end tokens ``bounds`` where the config names them. A start named without its
+    end still gets one token after the block (a text id): a processor closes every span it
+    opens, and position code steps over the end token whether or not the config names it."""
     import torch
 
-    block = [t for t in (bounds[0], *([token] * count), bounds[1]) if t is not None]
+    start, end = bounds
+    if start is not None and end is None and ids.shape[1] > 2:
+        end = int(ids[0, 2])
+    block = [t for t in (start, *([token] * count), end) if t is not None]
     made = torch.tensor([block], dtype=ids.dtype)
     return torch.cat([ids[:, :2], made, ids[:, 2:]], dim=1)
 
