@@ -440,9 +440,14 @@ def judge_dims(doc: FunctionDoc, calls: Iterable[Signature],
                     if bad:
                         cases.setdefault(("dims_dtype", n, c.line, bad, c.value),
                                          []).append(product)
-    return [DimsFailure(kind, n, tuple(sorted(dict.fromkeys(failing), key=_rank)), bad,
-                        limit, line)
-            for (kind, n, line, bad, limit), failing in cases.items()]
+    # the same statement in two rows of a column (bias's and the general one): said once, at
+    # its first line
+    out: dict[tuple[str, int, tuple[str, ...], tuple[str, ...], str], DimsFailure] = {}
+    for (kind, n, line, bad, limit), failing in cases.items():
+        products_ = tuple(sorted(dict.fromkeys(failing), key=_rank))
+        out.setdefault((kind, n, products_, bad, limit),
+                       DimsFailure(kind, n, products_, bad, limit, line))
+    return list(out.values())
 
 
 def _dims_judge(cat: Catalog, doc: FunctionDoc, calls: Sequence[Signature],
@@ -457,7 +462,8 @@ def _dims_judge(cat: Catalog, doc: FunctionDoc, calls: Sequence[Signature],
                 if f.kind == "dims" else
                 f"{f.dims}-D convolution accepts only {f.limit.replace(',', ', ')} on "
                 f"{_names(f.products)}; the call has {', '.join(f.dtypes)}")
-        error = _error_for(cat, doc.function, "shape" if f.kind == "dims" else "dtype")
+        # the return codes name no dimensionality: a shape code would be a guess
+        error = _error_for(cat, doc.function, "dtype") if f.kind == "dims_dtype" else ""
         out.append(Restriction(
             doc.function,
             f"{doc.function}: {said}" + (f"; fine on {_names(ok)}" if ok else "")
