@@ -56,6 +56,9 @@ _DELEGATES: dict[str, tuple[str, ...]] = {
     for op in ("aten::_to_copy", "aten::to.dtype", "aten::to.dtype_layout", "aten::to.other",
                "aten::to.device")
 }
+# aten::convolution is PyTorch's CompositeExplicitAutograd entry: on the NPU it calls
+# _convolution, op-plugin's kernel over aclnnConvolution (the trace records the entry)
+_DELEGATES["aten::convolution"] = ("aten::_convolution", "aten::convolution_overrideable")
 
 DOCS_FROM = "8.5.0"  # CANN's operator libraries are open (documented per function) from here
 
@@ -227,8 +230,9 @@ def _links_for(cat: Catalog, op: str, source: str, note: str,
         if found:
             if name != op:
                 note = ", ".join(filter(None, [
-                    f"torch_npu's {op.removeprefix('aten::')} casts through "
-                    f"{name.removeprefix('npu::')}", note]))
+                    f"torch_npu's {op.removeprefix('aten::')} "
+                    f"{'casts' if name.startswith('npu::') else 'runs'} through "
+                    f"{name.removeprefix('npu::').removeprefix('aten::')}", note]))
             return found, note
     return [], note
 
@@ -343,15 +347,19 @@ def _judge_use(cat: Catalog, doc: FunctionDoc, calls: Sequence[Signature], produ
                 error=_error_for(cat, fn, "product"), basis=basis)], (product,)
         return [], ()  # the page does not name the product: nothing to judge by
     products = [product] if product is not None else list(doc.supported)
+    shaped = _dims_judge(cat, doc, calls, products, basis, inferred=inferred)
     failures, fine = judge(doc, calls, products)
+    if shaped:
+        rejected = {p for r in shaped for p in r.products_failing}
+        fine = [p for p in fine if p not in rejected]
     if not failures:
         if not fine:
-            return [], ()  # nothing the page could judge
+            return shaped, tuple(products) if shaped else ()
         # Judged and accepted: said so, since it outweighs the generic per-API docs.
-        return [Restriction(fn, f"{fn} accepts the traced dtypes on {_names(fine)} — {basis}",
-                            (), doc.url(doc.line), inferred=inferred, source="cann",
-                            products_fine=tuple(sorted(fine, key=_rank)), basis=basis)], \
-            tuple(products)
+        return [*shaped, Restriction(
+            fn, f"{fn} accepts the traced dtypes on {_names(fine)} — {basis}", (),
+            doc.url(doc.line), inferred=inferred, source="cann",
+            products_fine=tuple(sorted(fine, key=_rank)), basis=basis)], tuple(products)
     out = []
     by_case: dict[tuple[str, tuple[str, ...]], list[Failure]] = {}
     for f in failures:
@@ -370,7 +378,101 @@ def _judge_use(cat: Catalog, doc: FunctionDoc, calls: Sequence[Signature], produ
             fn, text, (dtype,), doc.url(min(f.line for f in fs)), ",".join(failing),
             inferred=inferred, source="cann", param=",".join(params), products_failing=failing,
             products_fine=ok, error=error, basis=basis))
-    return out, tuple(products)
+    return shaped + out, tuple(products)
+
+
+# the arguments whose length is the number of spatial dimensions of a convolution call
+_SPATIAL_ARGS = ("stride", "padding", "dilation")
+# what to do instead, per kind of rejection
+_DIMS_FIX = {
+    "dims": "run it as a matmul/Linear over the flattened patches (kernel == stride), or "
+            "on another product",
+    "dims_dtype": "cast its inputs to float16, or run it as a matmul/Linear over the "
+                  "flattened patches (kernel == stride)",
+}
+
+
+def spatial_dims(sig: Signature) -> int | None:
+    """The number of spatial dimensions of a convolution call (3: Conv3D), from the length of
+    its stride/padding/dilation lists; None when the call recorded none of them."""
+    for name in _SPATIAL_ARGS:
+        value = sig.args.get(name)
+        if isinstance(value, list) and value:
+            return len(value)
+    return None
+
+
+@dataclass(frozen=True)
+class DimsFailure:
+    """Calls of ``dims`` spatial dimensions a constraint line rejects on ``products``."""
+
+    kind: str  # dims (the dimensionality is not supported) | dims_dtype (not in this dtype)
+    dims: int
+    products: tuple[str, ...]
+    dtypes: tuple[str, ...]  # dims_dtype: the calls' dtypes outside the limit
+    limit: str  # the constraint's value: the dimensionalities, or the dtypes, it allows
+    line: int
+
+
+def judge_dims(doc: FunctionDoc, calls: Iterable[Signature],
+               products: Sequence[str]) -> list[DimsFailure]:
+    """The calls a product's convolution-dimensionality constraints reject: a dimensionality
+    the product's column leaves out (``dims``), or a dtype outside the ones a dimensionality
+    is limited to (``dims_dtype``). Calls without stride/padding/dilation are not judged."""
+    kinds = [c for c in doc.constraints if c.kind in ("dims", "dims_dtype")]
+    seen: dict[int, set[str]] = {}  # spatial dims → CANN dtypes of the calls' tensors
+    for sig in calls if kinds else ():
+        n = spatial_dims(sig)
+        if n is not None:
+            seen.setdefault(n, set()).update(
+                t for v in sig.inputs.values() for d in v.split(",")
+                if (t := cann_dtype(d.strip())))
+    cases: dict[tuple[str, int, int, tuple[str, ...], str], list[str]] = {}
+    for n, dtypes in sorted(seen.items()):
+        for product in products:
+            for c in kinds:
+                if product not in c.products:
+                    continue
+                if c.kind == "dims" and str(n) not in c.value.split(","):
+                    cases.setdefault(("dims", n, c.line, (), c.value), []).append(product)
+                elif c.kind == "dims_dtype" and c.subject == f"{n}D":
+                    bad = tuple(sorted(d for d in dtypes if d not in c.value.split(",")))
+                    if bad:
+                        cases.setdefault(("dims_dtype", n, c.line, bad, c.value),
+                                         []).append(product)
+    # the same statement in two rows of a column (bias's and the general one): said once, at
+    # its first line
+    out: dict[tuple[str, int, tuple[str, ...], tuple[str, ...], str], DimsFailure] = {}
+    for (kind, n, line, bad, limit), failing in cases.items():
+        products_ = tuple(sorted(dict.fromkeys(failing), key=_rank))
+        out.setdefault((kind, n, products_, bad, limit),
+                       DimsFailure(kind, n, products_, bad, limit, line))
+    return list(out.values())
+
+
+def _dims_judge(cat: Catalog, doc: FunctionDoc, calls: Sequence[Signature],
+                products: Sequence[str], basis: str, *,
+                inferred: bool) -> list[Restriction]:
+    """:func:`judge_dims` as restrictions: what the user would see, where, and the fix."""
+    out: list[Restriction] = []
+    for f in judge_dims(doc, calls, products):
+        ok = tuple(sorted((p for p in products if p not in f.products), key=_rank))
+        said = (f"{f.dims}-D convolution is not supported on {_names(f.products)} (the docs "
+                f"support {', '.join(d + 'D' for d in f.limit.split(','))} there)"
+                if f.kind == "dims" else
+                f"{f.dims}-D convolution accepts only {f.limit.replace(',', ', ')} on "
+                f"{_names(f.products)}; the call has {', '.join(f.dtypes)}")
+        # the return codes name no dimensionality: a shape code would be a guess
+        error = _error_for(cat, doc.function, "dtype") if f.kind == "dims_dtype" else ""
+        out.append(Restriction(
+            doc.function,
+            f"{doc.function}: {said}" + (f"; fine on {_names(ok)}" if ok else "")
+            + (f" (the call returns {error})" if error else "")
+            + f"; fix: {_DIMS_FIX[f.kind]} — {basis}",
+            f.dtypes, doc.url(f.line), ",".join(f.products), unsupported=f.kind == "dims",
+            inferred=inferred, source="cann", param="input" if f.dtypes else "",
+            products_failing=f.products, products_fine=ok, error=error, basis=basis))
+    return out
 
 
 def _rank(product: str) -> int:

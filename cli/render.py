@@ -451,7 +451,8 @@ def render_report(report: object, console: object | None = None, *,
         for f in problems:
             for r in f.restrictions:
                 if r.violated:
-                    what = (r.text if r.unsupported and r.source == "hccl"  # its own sentence
+                    # hccl's and the aclnn contract's are their own sentences (what, where, why)
+                    what = (r.text if r.unsupported and r.source in ("hccl", "cann")
                             else f"not supported on {r.hardware}" if r.unsupported
                             else f"{', '.join(r.dtypes_seen_outside)} outside: {r.text}")
                     con.print(f"restricted {f.op} via {r.api}: {escape(what)}  {r.link}")

@@ -85,7 +85,8 @@ class AclnnException(CatalogTable, table=True):
 
 class AclnnConstraint(CatalogTable, table=True):
     """A line of a page's 约束说明 (constraints), structured where it has a common form
-    (``rank_max``, ``size_max``, ``range``, ``only``; else ``text``)."""
+    (``rank_max``, ``size_max``, ``range``, ``only``, ``dims``/``dims_dtype`` for convolution
+    dimensionality; else ``text``)."""
 
     __tablename__ = "aclnn_constraint"
     id: int | None = Field(default=None, primary_key=True)

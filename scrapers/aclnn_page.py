@@ -72,7 +72,11 @@ class ConstraintLine:
     """One line of 约束说明, structured when it has a common form. ``kind``: ``rank_max``
     (value N of "不超过N维"), ``size_max`` (value N of "大小/shape/尾轴… ≤ N"), ``range`` (value
     "lo,hi" as written, of a 取值范围 [lo, hi] or lo~hi), ``only`` (value: what follows
-    仅支持/只支持), else ``text``. The structure is a reading aid: ``text`` stays the fact."""
+    仅支持/只支持), ``dims`` (value: the convolution dimensionalities the products support,
+    "1,2", of a line excluding some: "暂不支持3D卷积"), ``dims_dtype`` (subject "3D", value the
+    dtypes that dimensionality is limited to: "3D卷积正向场景仅支持FLOAT16"), else ``text``.
+    ``products``: also the column of a per-product HTML table the line is in. The structure
+    is a reading aid: ``text`` stays the fact."""
 
     line: int
     text: str

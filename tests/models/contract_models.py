@@ -70,3 +70,24 @@ def gelu_bf16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
 
 def kthvalue_float() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return Kthvalue(), (torch.randn(4, 4),)
+
+
+def _conv(conv: nn.Module, shape: tuple[int, ...],
+          dtype: torch.dtype) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return conv.to(dtype), (torch.randn(*shape, dtype=dtype),)
+
+
+def conv3d_bf16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """A Qwen2-VL-like patch embedding: a Conv3d whose kernel is its stride."""
+    return _conv(nn.Conv3d(3, 16, kernel_size=(2, 4, 4), stride=(2, 4, 4), bias=False),
+                 (2, 3, 2, 4, 4), torch.bfloat16)
+
+
+def conv3d_fp16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return _conv(nn.Conv3d(3, 16, kernel_size=(2, 4, 4), stride=(2, 4, 4), bias=False),
+                 (2, 3, 2, 4, 4), torch.float16)
+
+
+def conv2d_bf16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return _conv(nn.Conv2d(3, 16, kernel_size=4, stride=4, bias=False), (2, 3, 8, 8),
+                 torch.bfloat16)
