@@ -158,6 +158,15 @@ def forget_cached_values(modules: set[str]) -> int:
             v = getattr(v, "__func__", v)  # staticmethod / classmethod
             if isinstance(v, functools._lru_cache_wrapper):
                 yield v
+            # a decorator's wrapper holding the cache in its closure (transformers'
+            # compile_compatible_method_lru_cache: the cache skipped while compiling)
+            for cell in getattr(v, "__closure__", None) or ():
+                try:
+                    inner = cell.cell_contents
+                except ValueError:  # an empty cell
+                    continue
+                if isinstance(inner, functools._lru_cache_wrapper):
+                    yield inner
 
     emptied = 0
     for name in modules:

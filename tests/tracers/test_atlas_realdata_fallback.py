@@ -218,3 +218,37 @@ def test_caches_are_found_after_the_collector_froze_them() -> None:
         assert _coords.cache_info().currsize == 0
     finally:
         gc.unfreeze()
+
+
+def _compile_safe_cache(fn: Any) -> Any:
+    """A decorator as transformers' compile_compatible_method_lru_cache is: the cache in its
+    wrapper's closure, not on the name the module or class binds."""
+    cached = functools.lru_cache(maxsize=4)(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any) -> Any:
+        return cached(*args)
+
+    return wrapper
+
+
+@_compile_safe_cache
+def _wrapped_coords(n: int) -> Any:
+    return torch.arange(n)
+
+
+class _WrappedCache:
+    @_compile_safe_cache
+    def grid(self, n: int) -> Any:
+        return torch.arange(n)
+
+
+def test_a_cache_held_in_a_decorators_closure_is_emptied() -> None:
+    holder = _WrappedCache()
+    _wrapped_coords(3)
+    holder.grid(2)
+    inner = [c.cell_contents for f in (_wrapped_coords, _WrappedCache.grid)
+             for c in f.__closure__ or () if isinstance(c.cell_contents, functools._lru_cache_wrapper)]
+    assert len(inner) == 2 and all(c.cache_info().currsize == 1 for c in inner)
+    assert atlas_trace.forget_cached_values({__name__}) >= 2
+    assert all(c.cache_info().currsize == 0 for c in inner)

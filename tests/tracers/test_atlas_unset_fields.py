@@ -17,20 +17,14 @@ transformers = pytest.importorskip("transformers")
 from opcheck.tracers import atlas_hf, atlas_hf_config, atlas_hf_unset  # noqa: E402
 
 
-def _raised(fn: Any) -> BaseException:
-    try:
-        fn()
-    except Exception as exc:
-        return exc
-    raise AssertionError("no exception")
-
-
 def test_heads_that_do_not_split_the_width_become_the_nearest_that_do() -> None:
     from transformers import SiglipVisionConfig, SiglipVisionModel
 
     cfg = SiglipVisionConfig(hidden_size=1152, num_attention_heads=14, num_hidden_layers=1,
                              intermediate_size=64)  # fmt: skip
-    exc = _raised(lambda: SiglipVisionModel(cfg))
+    with pytest.raises(Exception) as info:
+        SiglipVisionModel(cfg)
+    exc = info.value
     # 12 and 16 are as near: more heads, the narrower head (a released 1152-wide tower's)
     assert "num_attention_heads = 16" in atlas_hf_config.repair([cfg], exc)
     with torch.device("meta"):
@@ -65,7 +59,9 @@ def test_a_clamp_bound_left_unset_is_set_and_the_model_runs(
     # the atlas's own construction: the fields a build names (rope_theta) repaired
     model = atlas_hf._construct(transformers.DbrxForCausalLM, cfg, real=True).eval()
     ids = torch.arange(6).unsqueeze(0)
-    exc = _raised(lambda: model(input_ids=ids))
+    with pytest.raises(Exception) as info:
+        model(input_ids=ids)
+    exc = info.value
     why = _why(exc)
     assert atlas_hf_unset.remember([cfg, cfg.attn_config, cfg.ffn_config], why)
     assert not atlas_hf_unset.remember([cfg, cfg.attn_config], why)  # nothing new the 2nd time
