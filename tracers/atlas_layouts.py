@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from opcheck.core.opname import split_top_level
 from opcheck.tracers.atlas_hf_config import first_value
 
 
@@ -77,16 +78,8 @@ def documented_shape(forward: Any, name: str) -> tuple[str, list[str], bool] | N
     inner = m.group(2)
     if inner[:1] in "([" and inner[-1:] in ")]":
         inner = inner[1:-1]
-    dims, depth, cur = [], 0, ""
-    for ch in inner:  # commas at the outer level only (``len(a, b)`` stays one dimension)
-        depth += ch in "(["
-        depth -= ch in ")]"
-        if ch == "," and depth == 0:
-            dims.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    dims = [d for d in [*dims, cur.strip()] if d]
+    # commas at the outer level only (``len(a, b)`` stays one dimension)
+    dims = split_top_level(inner, angles=False)
     return m.group(1), dims, "*optional*" in m.group(3)
 
 

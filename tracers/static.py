@@ -29,6 +29,7 @@ from typing import Any
 
 from opcheck.core.errors import TraceError
 from opcheck.core.oplist import MAX_SAMPLES, OpList, OpUse
+from opcheck.core.opname import split_top_level
 from opcheck.tracers.sniff import ZIP_ERRORS
 
 # torch.export schema ScalarType enum -> dtype name
@@ -300,17 +301,7 @@ def _params(schema: str) -> tuple[list[tuple[str, str, bool]], set[str]] | None:
     m = re.match(r"^[\w.]+\((?P<args>.*)\)\s*->", schema)
     if m is None:
         return None
-    depth, cur, parts = 0, "", []
-    for ch in m.group("args"):
-        depth += ch in "(["
-        depth -= ch in ")]"
-        if ch == "," and depth == 0:
-            parts.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        parts.append(cur.strip())
+    parts = split_top_level(m.group("args"), angles=False)
     positional: list[tuple[str, str, bool]] = []
     keyword: set[str] = set()
     kw_only = False
