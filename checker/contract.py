@@ -33,21 +33,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from opcheck.checker.check import Restriction, RestrictionLookup
+from opcheck.checker.contract_dims import dims_restrictions
 from opcheck.core.oplist import OpUse, Signature
-from opcheck.core.products import ALIASES, canonical_alias
+from opcheck.core.products import canonical_alias, product_names, product_rank
 from opcheck.core.versions import doc_cann_key, release_key, torch_minor
 from opcheck.db import contract as db
 from opcheck.db.catalog import Catalog, ReleaseInfo
-from opcheck.db.contract import HEAD, FunctionDoc, OpLink
-
-# torch dtype names (as traced) → the tokens CANN's docs use
-_CANN_DTYPES = {
-    "float32": "FLOAT", "float16": "FLOAT16", "bfloat16": "BFLOAT16", "float64": "DOUBLE",
-    "int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64", "uint8": "UINT8",
-    "uint16": "UINT16", "uint32": "UINT32", "uint64": "UINT64", "bool": "BOOL",
-    "complex32": "COMPLEX32", "complex64": "COMPLEX64", "complex128": "COMPLEX128",
-    "float8_e4m3fn": "FLOAT8_E4M3FN", "float8_e5m2": "FLOAT8_E5M2",
-}  # fmt: skip
+from opcheck.db.contract import HEAD, FunctionDoc, OpLink, cann_dtype
 
 # Ops torch_npu implements itself: the op-plugin op they hand the work to (first one the
 # release links wins). A dtype-changing `.to()` is a cast on the NPU: npu_dtype_cast → aclnnCast.
@@ -61,10 +53,6 @@ _DELEGATES: dict[str, tuple[str, ...]] = {
 _DELEGATES["aten::convolution"] = ("aten::_convolution", "aten::convolution_overrideable")
 
 DOCS_FROM = "8.5.0"  # CANN's operator libraries are open (documented per function) from here
-
-
-def cann_dtype(traced: str) -> str:
-    return _CANN_DTYPES.get(traced.removeprefix("torch."), "")
 
 
 # CANN versions in order, ``head`` (a library documented at a commit) after every release.
@@ -325,7 +313,7 @@ def _one_path(judged: dict[str, tuple[list[Restriction], tuple[str, ...]]]) -> l
                 out.append(r)
             elif kept:
                 out.append(replace(r, products_failing=kept, hardware=",".join(kept),
-                                   text=f"{r.text} [counted on {_names(kept)} only: on the "
+                                   text=f"{r.text} [counted on {product_names(kept)} only: on the "
                                         f"others another branch ({', '.join(others)}) accepts it]"))
             else:
                 out.append(replace(r, dtypes_seen_outside=(), unsupported=False,
@@ -347,7 +335,8 @@ def _judge_use(cat: Catalog, doc: FunctionDoc, calls: Sequence[Signature], produ
                 error=_error_for(cat, fn, "product"), basis=basis)], (product,)
         return [], ()  # the page does not name the product: nothing to judge by
     products = [product] if product is not None else list(doc.supported)
-    shaped = _dims_judge(cat, doc, calls, products, basis, inferred=inferred)
+    error = _error_for(cat, fn, "dtype")
+    shaped = dims_restrictions(doc, calls, products, basis, error, inferred=inferred)
     failures, fine = judge(doc, calls, products)
     if shaped:
         rejected = {p for r in shaped for p in r.products_failing}
@@ -357,130 +346,28 @@ def _judge_use(cat: Catalog, doc: FunctionDoc, calls: Sequence[Signature], produ
             return shaped, tuple(products) if shaped else ()
         # Judged and accepted: said so, since it outweighs the generic per-API docs.
         return [*shaped, Restriction(
-            fn, f"{fn} accepts the traced dtypes on {_names(fine)} — {basis}", (),
+            fn, f"{fn} accepts the traced dtypes on {product_names(fine)} — {basis}", (),
             doc.url(doc.line), inferred=inferred, source="cann",
-            products_fine=tuple(sorted(fine, key=_rank)), basis=basis)], tuple(products)
+            products_fine=tuple(sorted(fine, key=product_rank)), basis=basis)], tuple(products)
     out = []
     by_case: dict[tuple[str, tuple[str, ...]], list[Failure]] = {}
     for f in failures:
         failing = tuple(sorted({x.product for x in failures
-                                if (x.param, x.dtype) == (f.param, f.dtype)}, key=_rank))
+                                if (x.param, x.dtype) == (f.param, f.dtype)}, key=product_rank))
         by_case.setdefault((f.dtype, failing), []).append(f)
     for (dtype, failing), fs in by_case.items():
         params = tuple(dict.fromkeys(f.param for f in fs))
-        ok = tuple(sorted((p for p in products if p not in failing), key=_rank))
+        ok = tuple(sorted((p for p in products if p not in failing), key=product_rank))
         error = _error_for(cat, fn, "dtype")
         text = (f"{fn}: {', '.join(params)} "
-                f"{'does' if len(params) == 1 else 'do'} not accept {dtype} on {_names(failing)}"
-                + (f"; fine on {_names(ok)}" if ok else "")
+                f"{'does' if len(params) == 1 else 'do'} not accept {dtype} on {product_names(failing)}"
+                + (f"; fine on {product_names(ok)}" if ok else "")
                 + (f" (the call returns {error})" if error else "") + f" — {basis}")
         out.append(Restriction(
             fn, text, (dtype,), doc.url(min(f.line for f in fs)), ",".join(failing),
             inferred=inferred, source="cann", param=",".join(params), products_failing=failing,
             products_fine=ok, error=error, basis=basis))
     return shaped + out, tuple(products)
-
-
-# the arguments whose length is the number of spatial dimensions of a convolution call
-_SPATIAL_ARGS = ("stride", "padding", "dilation")
-# what to do instead, per kind of rejection
-_DIMS_FIX = {
-    "dims": "run it as a matmul/Linear over the flattened patches (kernel == stride), or "
-            "on another product",
-    "dims_dtype": "cast its inputs to float16, or run it as a matmul/Linear over the "
-                  "flattened patches (kernel == stride)",
-}
-
-
-def spatial_dims(sig: Signature) -> int | None:
-    """The number of spatial dimensions of a convolution call (3: Conv3D), from the length of
-    its stride/padding/dilation lists; None when the call recorded none of them."""
-    for name in _SPATIAL_ARGS:
-        value = sig.args.get(name)
-        if isinstance(value, list) and value:
-            return len(value)
-    return None
-
-
-@dataclass(frozen=True)
-class DimsFailure:
-    """Calls of ``dims`` spatial dimensions a constraint line rejects on ``products``."""
-
-    kind: str  # dims (the dimensionality is not supported) | dims_dtype (not in this dtype)
-    dims: int
-    products: tuple[str, ...]
-    dtypes: tuple[str, ...]  # dims_dtype: the calls' dtypes outside the limit
-    limit: str  # the constraint's value: the dimensionalities, or the dtypes, it allows
-    line: int
-
-
-def judge_dims(doc: FunctionDoc, calls: Iterable[Signature],
-               products: Sequence[str]) -> list[DimsFailure]:
-    """The calls a product's convolution-dimensionality constraints reject: a dimensionality
-    the product's column leaves out (``dims``), or a dtype outside the ones a dimensionality
-    is limited to (``dims_dtype``). Calls without stride/padding/dilation are not judged."""
-    kinds = [c for c in doc.constraints if c.kind in ("dims", "dims_dtype")]
-    seen: dict[int, set[str]] = {}  # spatial dims → CANN dtypes of the calls' tensors
-    for sig in calls if kinds else ():
-        n = spatial_dims(sig)
-        if n is not None:
-            seen.setdefault(n, set()).update(
-                t for v in sig.inputs.values() for d in v.split(",")
-                if (t := cann_dtype(d.strip())))
-    cases: dict[tuple[str, int, int, tuple[str, ...], str], list[str]] = {}
-    for n, dtypes in sorted(seen.items()):
-        for product in products:
-            for c in kinds:
-                if product not in c.products:
-                    continue
-                if c.kind == "dims" and str(n) not in c.value.split(","):
-                    cases.setdefault(("dims", n, c.line, (), c.value), []).append(product)
-                elif c.kind == "dims_dtype" and c.subject == f"{n}D":
-                    bad = tuple(sorted(d for d in dtypes if d not in c.value.split(",")))
-                    if bad:
-                        cases.setdefault(("dims_dtype", n, c.line, bad, c.value),
-                                         []).append(product)
-    # the same statement in two rows of a column (bias's and the general one): said once, at
-    # its first line
-    out: dict[tuple[str, int, tuple[str, ...], tuple[str, ...], str], DimsFailure] = {}
-    for (kind, n, line, bad, limit), failing in cases.items():
-        products_ = tuple(sorted(dict.fromkeys(failing), key=_rank))
-        out.setdefault((kind, n, products_, bad, limit),
-                       DimsFailure(kind, n, products_, bad, limit, line))
-    return list(out.values())
-
-
-def _dims_judge(cat: Catalog, doc: FunctionDoc, calls: Sequence[Signature],
-                products: Sequence[str], basis: str, *,
-                inferred: bool) -> list[Restriction]:
-    """:func:`judge_dims` as restrictions: what the user would see, where, and the fix."""
-    out: list[Restriction] = []
-    for f in judge_dims(doc, calls, products):
-        ok = tuple(sorted((p for p in products if p not in f.products), key=_rank))
-        said = (f"{f.dims}-D convolution is not supported on {_names(f.products)} (the docs "
-                f"support {', '.join(d + 'D' for d in f.limit.split(','))} there)"
-                if f.kind == "dims" else
-                f"{f.dims}-D convolution accepts only {f.limit.replace(',', ', ')} on "
-                f"{_names(f.products)}; the call has {', '.join(f.dtypes)}")
-        # the return codes name no dimensionality: a shape code would be a guess
-        error = _error_for(cat, doc.function, "dtype") if f.kind == "dims_dtype" else ""
-        out.append(Restriction(
-            doc.function,
-            f"{doc.function}: {said}" + (f"; fine on {_names(ok)}" if ok else "")
-            + (f" (the call returns {error})" if error else "")
-            + f"; fix: {_DIMS_FIX[f.kind]} — {basis}",
-            f.dtypes, doc.url(f.line), ",".join(f.products), unsupported=f.kind == "dims",
-            inferred=inferred, source="cann", param="input" if f.dtypes else "",
-            products_failing=f.products, products_fine=ok, error=error, basis=basis))
-    return out
-
-
-def _rank(product: str) -> int:
-    return ALIASES.index(product) if product in ALIASES else len(ALIASES)
-
-
-def _names(products: Iterable[str]) -> str:
-    return ", ".join(sorted(products, key=_rank))
 
 
 def combine(*lookups: RestrictionLookup | None) -> RestrictionLookup | None:
@@ -526,10 +413,10 @@ def aclnn_summary(cat: Catalog, op: str) -> list[dict[str, Any]]:
 
 
 def doc_json(doc: FunctionDoc) -> dict[str, Any]:
-    products = sorted(doc.supported, key=_rank)
+    products = sorted(doc.supported, key=product_rank)
     return {
         "cann": doc.cann, "library": doc.library, "url": doc.page_url,
-        "supported": products, "unsupported": sorted(doc.unsupported, key=_rank),
+        "supported": products, "unsupported": sorted(doc.unsupported, key=product_rank),
         "params": [
             {"param": p.param, "direction": p.direction, "dtypes": sorted(p.dtypes),
              "formats": list(p.formats), "ranks": p.ranks, "non_contiguous": p.non_contiguous,
@@ -601,5 +488,5 @@ def dtype_support(cat: Catalog, function: str, traced: str, cann: str = "") -> D
             # row that never listed it
             said = [ln for (_, ln), p in zip(narrowed, typed, strict=True) if ln != p.line]
             line = min(said) if said else min(ln for _, ln in narrowed)
-    return DtypeSupport(function, token, tuple(sorted(accepts, key=_rank)),
-                        tuple(sorted(rejects, key=_rank)), doc.url(line), basis)
+    return DtypeSupport(function, token, tuple(sorted(accepts, key=product_rank)),
+                        tuple(sorted(rejects, key=product_rank)), doc.url(line), basis)

@@ -169,3 +169,13 @@ def product_aliases(name: str) -> tuple[str, ...] | None:
         if alias not in out:
             out.append(alias)
     return tuple(out) or None
+
+
+def product_rank(product: str) -> int:
+    """A product's place in the product list (unknown names last): the order reports use."""
+    return ALIASES.index(product) if product in ALIASES else len(ALIASES)
+
+
+def product_names(products: Iterable[str]) -> str:
+    return ", ".join(sorted(products, key=product_rank))
+

@@ -21,6 +21,20 @@ from opcheck.db.reads import has_rows
 HEAD = CANN_HEAD  # a library documented at a commit, not a release tag
 
 
+# torch dtype names (as traced) → the tokens CANN's docs use
+_CANN_DTYPES = {
+    "float32": "FLOAT", "float16": "FLOAT16", "bfloat16": "BFLOAT16", "float64": "DOUBLE",
+    "int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64", "uint8": "UINT8",
+    "uint16": "UINT16", "uint32": "UINT32", "uint64": "UINT64", "bool": "BOOL",
+    "complex32": "COMPLEX32", "complex64": "COMPLEX64", "complex128": "COMPLEX128",
+    "float8_e4m3fn": "FLOAT8_E4M3FN", "float8_e5m2": "FLOAT8_E5M2",
+}  # fmt: skip
+
+
+def cann_dtype(traced: str) -> str:
+    return _CANN_DTYPES.get(traced.removeprefix("torch."), "")
+
+
 def _split(value: str) -> tuple[str, ...]:
     return tuple(x for x in value.split(",") if x)
 

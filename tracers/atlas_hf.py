@@ -8,47 +8,20 @@ conventions. Imported lazily (inside the sandbox or the listing subprocess).
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from opcheck.core.errors import TraceError
-from opcheck.tracers import (
-    atlas_audio,
-    atlas_documented,
-    atlas_hf_code,
-    atlas_hf_config,
-    atlas_hf_unset,
-    atlas_tvops,
-)
-from opcheck.tracers.atlas_build import Built, InputsRefused, ModelSkip, missing_package, one_line
-from opcheck.tracers.atlas_hf_config import first_value
+from opcheck.tracers import atlas_hf_code, atlas_hf_config, atlas_hf_unset, atlas_tvops
+from opcheck.tracers.atlas_build import Built, ModelSkip, missing_package, one_line
+from opcheck.tracers.atlas_hf_inputs import make_inputs, subconfigs
 from opcheck.tracers.atlas_inputs import (
-    MEDIA,
-    PATCH_PARAMS,
-    fit_image_batch,
-    fit_image_positions,
     fit_image_tokens,
     fit_placeholder_ids,
     fit_tower_widths,
     fit_vocab,
-    modal_inputs,
-    paired_inputs,
-    patch_inputs,
-    series_maker,
     watch_towers,
 )
-from opcheck.tracers.atlas_layouts import (
-    DOCUMENTED_INPUTS,
-    FRAME_KEYS,
-    IMAGE_SIZE_KEYS,
-    documented_input,
-    fit_default_choices,
-    fit_image_side,
-    fit_patch_grid,
-    fit_prompt_canvas,
-    image_pair,
-    video_frames,
-)
+from opcheck.tracers.atlas_layouts import fit_default_choices
 
 # Models built on timm (DETR's backbones, TimmWrapper, Gemma3n's vision tower, ...): timm and
 # torchvision live in the atlas's own site folder; transformers decides which of its classes are
@@ -56,7 +29,6 @@ from opcheck.tracers.atlas_layouts import (
 atlas_tvops.enable()
 
 SLIDING_WINDOW = 4096  # a sliding-attention width where a default config leaves it unset
-SEQ = 8  # text length: enough for every op a longer sequence sends
 # Heads in order of preference (the most representative use of a model type) and the task the
 # atlas shows for each. A model type appearing under several takes the first.
 # Encoder-decoders first: their causal-LM head (where there is one) is the decoder alone.
@@ -170,27 +142,10 @@ def _reason(exc: BaseException) -> str:
     return one_line(exc)
 
 
-def _subconfigs(cfg: Any) -> list[Any]:
-    """The config and every nested config (text_config, vision_config, encoder, ...)."""
-    from transformers import PretrainedConfig
-
-    out, stack, seen = [], [cfg], set()
-    while stack:
-        c = stack.pop()
-        if id(c) in seen:
-            continue
-        seen.add(id(c))
-        out.append(c)
-        for value in vars(c).values():
-            if isinstance(value, PretrainedConfig):
-                stack.append(value)
-    return out
-
-
 def _shrink_layers(cfg: Any, keep: int = 2) -> None:
     """Two layers (or one per output a neck reads); per-layer lists (layer_types, ...) cut to
     match, so hybrid models keep their first layers' kinds."""
-    cfgs = _subconfigs(cfg)
+    cfgs = subconfigs(cfg)
     for c in cfgs:
         d = vars(c)
         # a config holding this one with no layers of its own may name which of its layers
@@ -219,7 +174,7 @@ def _layer_counts(c: Any) -> list[int]:
 
 
 def _shrink_experts(cfg: Any) -> None:
-    for c in _subconfigs(cfg):
+    for c in subconfigs(cfg):
         d = vars(c)
         for key in EXPERT_KEYS:
             n = d.get(key)
@@ -238,7 +193,7 @@ def _shrink_widths(cfg: Any, factor: int = 8) -> None:
     """Widths divided by ``factor`` (or less) where an attention width still splits into
     heads whose width divides by 4 (rotary embeddings halve a head, then pair its dims)."""
     chosen: dict[int, int] = {}  # one new width per old one: a tower's output width and the
-    for c in _subconfigs(cfg):  # text model's hidden size it feeds stay equal
+    for c in subconfigs(cfg):  # text model's hidden size it feeds stay equal
         d = vars(c)
         done = _fewer_heads(c, factor, chosen)
         heads = next((d[k] for k in HEAD_KEYS if isinstance(d.get(k), int) and d[k] > 0), 1)
@@ -286,7 +241,7 @@ def _fewer_heads(c: Any, factor: int, chosen: dict[int, int]) -> set[str]:
 def _fill_unset_sizes(cfg: Any) -> None:
     """Sizes a default config leaves unset (None) where the model derives them from others:
     the head width from the hidden size, one key/value head per attention head."""
-    for c in _subconfigs(cfg):
+    for c in subconfigs(cfg):
         d = vars(c)
         heads = d.get("num_attention_heads")
         hidden = d.get("hidden_size")
@@ -320,30 +275,30 @@ def make_config(model_type: str, level: int) -> Any:
     """The default config, made small: level 3 layers + experts + widths, 2 layers + experts,
     1 layers only, 0 the defaults as they are; EVERY_LAYER (4) experts + widths."""
     cfg = atlas_hf_config.default_config(model_type)
-    atlas_hf_config.fix_misspelled(_subconfigs(cfg))
-    atlas_hf_config.fill_unset(_subconfigs(cfg))
-    atlas_hf_config.fit_neck_widths(_subconfigs(cfg))
-    atlas_hf_unset.apply(_subconfigs(cfg))
+    atlas_hf_config.fix_misspelled(subconfigs(cfg))
+    atlas_hf_config.fill_unset(subconfigs(cfg))
+    atlas_hf_config.fit_neck_widths(subconfigs(cfg))
+    atlas_hf_unset.apply(subconfigs(cfg))
     if 1 <= level < EVERY_LAYER:
         _shrink_layers(cfg)
     if level >= 2:
         _shrink_experts(cfg)
-        atlas_hf_config.shrink_expert_pools(_subconfigs(cfg))
+        atlas_hf_config.shrink_expert_pools(subconfigs(cfg))
     if level >= 3:
         # aligned before (so an odd width divides) and after narrowing (so the result does)
-        atlas_hf_config.align_mlp_widths(_subconfigs(cfg))
+        atlas_hf_config.align_mlp_widths(subconfigs(cfg))
         _shrink_widths(cfg)
-        atlas_hf_config.align_mlp_widths(_subconfigs(cfg))
+        atlas_hf_config.align_mlp_widths(subconfigs(cfg))
         # a backbone narrowed by dropping heads may differ from its neck narrowed by a factor
-        atlas_hf_config.fit_neck_widths(_subconfigs(cfg))
+        atlas_hf_config.fit_neck_widths(subconfigs(cfg))
     _fill_unset_sizes(cfg)
-    atlas_hf_config.clamp_topk(_subconfigs(cfg))
-    fit_placeholder_ids(_subconfigs(cfg))
-    fit_vocab(_subconfigs(cfg))
-    fit_image_tokens(_subconfigs(cfg))
+    atlas_hf_config.clamp_topk(subconfigs(cfg))
+    fit_placeholder_ids(subconfigs(cfg))
+    fit_vocab(subconfigs(cfg))
+    fit_image_tokens(subconfigs(cfg))
     fit_tower_widths(cfg)
-    fit_default_choices(_subconfigs(cfg))
-    for c in _subconfigs(cfg):
+    fit_default_choices(subconfigs(cfg))
+    for c in subconfigs(cfg):
         if "use_cache" in vars(c):
             c.use_cache = False  # a forward without a cache: one op list, no cache classes
     return cfg
@@ -359,7 +314,7 @@ def repair_after(name: str, why: str) -> bool:
         cfg = atlas_hf_config.for_class(make_config(name, 0), cls)
     except Exception:  # no config to repair: the trace's own failure is the row's reason
         return False
-    return atlas_hf_unset.remember(_subconfigs(cfg), why)
+    return atlas_hf_unset.remember(subconfigs(cfg), why)
 
 
 def build(
@@ -385,10 +340,10 @@ def build(
     for level in levels:
         try:
             cfg = atlas_hf_config.for_class(make_config(name, level), cls)
-            atlas_hf_config.fit_rope_sections(_subconfigs(cfg), cls)
+            atlas_hf_config.fit_rope_sections(subconfigs(cfg), cls)
             if real:
-                atlas_hf_config.shrink_vocab(_subconfigs(cfg))
-                atlas_hf_config.shrink_other_vocabs(_subconfigs(cfg))
+                atlas_hf_config.shrink_vocab(subconfigs(cfg))
+                atlas_hf_config.shrink_other_vocabs(subconfigs(cfg))
                 if level != 3:  # every layer of a default config can be gigabytes too
                     _fits_real(cls, cfg, name, errors[-1] if errors else "",
                                "with every layer" if level == EVERY_LAYER
@@ -443,182 +398,6 @@ def _construct(cls: Any, cfg: Any, *, real: bool, repairs: int = 6) -> Any:
         except MemoryError:
             raise
         except Exception as exc:
-            if missing_package(exc) or not atlas_hf_config.repair(_subconfigs(cfg), exc):
+            if missing_package(exc) or not atlas_hf_config.repair(subconfigs(cfg), exc):
                 raise
     return cls(cfg)
-
-
-def _size2(v: Any) -> tuple[int, int]:
-    if isinstance(v, dict):
-        h = v.get("height") or v.get("shortest_edge") or 224
-        return int(h), int(v.get("width") or h)
-    if isinstance(v, (list, tuple)):
-        return int(v[0]), int(v[-1])
-    return int(v), int(v)
-
-
-def _timm_size(model: Any) -> tuple[int, int] | None:
-    """The (h, w) a timm model inside ``model`` takes (a TimmWrapper tower: its config names
-    the timm architecture only, the size is in the built model's ``pretrained_cfg``)."""
-    for mod in model.modules():
-        pretrained = getattr(mod, "pretrained_cfg", None)
-        size = pretrained.get("input_size") if isinstance(pretrained, dict) else None
-        if isinstance(size, (list, tuple)) and len(size) == 3:
-            return int(size[1]), int(size[2])
-    return None
-
-
-def _maker(
-    name: str, cfgs: list[Any], vocab: int, size: tuple[int, int] | None = None
-) -> Any:
-    """A function making the input called ``name`` by transformers' naming conventions, or
-    None when the name follows none of them. ``size``: the image size when no config gives
-    one."""
-    import torch
-
-    def ids(n: int = SEQ) -> Any:
-        # ids past the special tokens, the same in every run
-        return (torch.arange(n, dtype=torch.long) % max(vocab - 10, 1) + 5).unsqueeze(0) % vocab
-
-    def image() -> Any:
-        chans = int(first_value(cfgs, "num_channels", "in_channels", "in_chans", default=3))
-        given = first_value(cfgs, *IMAGE_SIZE_KEYS)
-        h, w = fit_image_side(cfgs, *(_size2(given) if given is not None
-                                      else size or (224, 224)))
-        pair = image_pair(cfgs[0]) if name == "pixel_values" else None
-        if pair:  # an image pair (keypoint matching): the pair before the channels
-            return torch.randn(1, pair, chans, h, w)
-        if name.endswith("_videos") or any(k in vars(c) for c in cfgs for k in FRAME_KEYS):
-            return torch.randn(1, video_frames(cfgs), chans, h, w)  # frames before channels
-        return torch.randn(1, chans, h, w)
-
-    def features() -> Any:
-        mels = int(first_value(cfgs, "num_mel_bins", "feature_size", "input_feat_size", default=80))
-        frames = int(first_value(cfgs, "max_source_positions", default=100)) * 2
-        return torch.randn(1, mels, min(frames, 3000))
-
-    if name in ("input_ids", "decoder_input_ids") or name.endswith("_input_ids"):
-        return (lambda: ids(4)) if name.startswith("decoder") else ids
-    if name in ("pixel_values", "pixel_values_videos") or name.endswith(("_pixel_values",
-                                                                        "_masks")):
-        return image
-    if name == "input_values":
-        return lambda: torch.randn(1, 16000)
-    if name == "input_features":
-        return features
-    return series_maker(name, cfgs)
-
-
-def make_inputs(model: Any, cfg: Any, *, real: bool) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Inputs by the forward's parameter names, sized from the config (the model's own sub-
-    configs first: a vision tower's image size is in vision_config): the main input, every
-    required parameter, decoder ids for an encoder-decoder; the model's own ``dummy_inputs``
-    where it defines them."""
-    import torch
-    from transformers import PreTrainedModel
-
-    if type(model).forward is torch.nn.Module.forward:
-        # a wrapper that only generates, chaining its parts (Bark's stages, an omni model's
-        # thinker and talker, a VQ-VAE's encode/decode): nothing one forward would trace
-        parts = [n for n, m in model.named_children() if isinstance(m, PreTrainedModel)]
-        raise ModelSkip(f"{type(model).__name__}: no forward of its own, it runs by generate() "
-                        "or its own methods"
-                        + (f" (its parts {', '.join(parts)} have forwards)" if parts else ""))
-    params = inspect.signature(model.forward).parameters
-    cfgs = _subconfigs(cfg)
-    vocab = int(first_value(cfgs, "vocab_size", default=1000) or 1000)
-    kwargs: dict[str, Any] = {}
-    if type(model).dummy_inputs is not PreTrainedModel.dummy_inputs:
-        try:
-            dummy = model.dummy_inputs
-            if isinstance(dummy, dict):
-                kwargs = {k: v for k, v in dummy.items() if k in params}
-        except Exception:  # a property that needs more than the config: the conventions
-            kwargs = {}
-    main: Any = getattr(model, "main_input_name", "input_ids")
-    wanted = [n for n, p in params.items() if p.default is inspect.Parameter.empty
-              and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]  # fmt: skip
-    mains: list[str] = []
-    if isinstance(main, (list, tuple)):
-        # a model naming several main inputs (an image and its task's tokens): each one fed,
-        # the first the one the conventions below read as the main input, the others made as
-        # the forward's docstring shapes them where no convention names them
-        mains = [n for n in main[1:] if n in params]
-        wanted = [*mains, *wanted]
-        main = main[0] if main else "input_ids"
-    if main in params:
-        wanted.insert(0, main)
-    elif not wanted:
-        wanted = [n for n in ("input_ids", "pixel_values", "input_values", "input_features")
-                  if n in params][:1]  # fmt: skip
-    if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in params:
-        wanted.append("decoder_input_ids")
-    if "input_ids" in params:
-        # a multimodal model's towers fed too (pixels, audio, their placeholder tokens): the
-        # ids then hold the placeholders, so they replace any the model's dummies made
-        modal = modal_inputs(model, cfg, params, _maker("input_ids", cfgs, vocab))
-        if modal:
-            kwargs.pop("attention_mask", None)
-            kwargs.update(modal)
-        else:  # a dual encoder (CLIP-like): each tower its own input, every one fed
-            wanted.extend(["input_ids", *paired_inputs(params, cfg)])
-        # the ids of every other text encoder the forward takes (InstructBLIP's Q-Former)
-        wanted.extend(n for n in params if n.endswith("_input_ids") and "decoder" not in n)
-    elif isinstance(main, str) and main in MEDIA:
-        # an encoder of several modalities and no text (audio + video): every tower fed, as
-        # its embedder aligns them (the atlas retries on the main input alone when that fails)
-        wanted.extend(n for n in paired_inputs(params, cfg) if MEDIA[n] != MEDIA[main])
-    wanted.extend(n for n in DOCUMENTED_INPUTS if n in params)
-    # a vision tower fed flattened patches: its grid / shapes / positions made with them
-    # (a pixel model's optional patch conventions too: without them its patches are misread)
-    patch_names = [n for n in params if n in wanted
-                   or (str(main).startswith("pixel_values") and main in wanted
-                                          and n in PATCH_PARAMS)]
-    for name, value in patch_inputs(patch_names, cfgs).items():
-        kwargs.setdefault(name, value)
-    missing = []
-    for name in dict.fromkeys(wanted):
-        if name in kwargs:
-            continue
-        make = _maker(name, cfgs, vocab, _timm_size(model))
-        if name == "decoder_input_ids" and "input_ids" in kwargs:
-            # the batch of the encoder's ids (the model's dummy_inputs may have two rows)
-            kwargs[name] = kwargs["input_ids"][:, :4]
-        elif make is None and (name in DOCUMENTED_INPUTS or name in mains):
-            made = documented_input(model.forward, name, cfgs, SEQ)
-            if made is None:
-                missing.append(name)
-            else:
-                kwargs[name] = made
-        elif make is None:
-            missing.append(name)
-        else:
-            kwargs[name] = make()
-    fit_image_batch(params, kwargs)
-    fit_patch_grid(main, params, kwargs, cfgs)
-    fit_image_positions(params, kwargs, cfg)
-    fit_prompt_canvas(kwargs)
-    if "input_ids" in kwargs and "attention_mask" in params and "attention_mask" not in kwargs:
-        kwargs["attention_mask"] = torch.ones(kwargs["input_ids"].shape, dtype=torch.long)
-    missing = atlas_audio.fit_inputs(model, cfgs, params, kwargs, missing, real=real)
-    # what no convention made (the audio ones included): the shape the docstring gives it
-    documented = atlas_documented.make_documented(model.forward, missing, kwargs, cfgs, SEQ)
-    if main in documented:  # inputs of no convention: the others the docstring requires too
-        documented += atlas_documented.make_siblings(model.forward, params, kwargs, cfgs, SEQ)
-    if main in missing and "input_ids" in kwargs and atlas_documented.optional_main(
-            model.forward, main):  # fmt: skip
-        missing.remove(main)  # the ids stand in for a generic main input (Perceiver's)
-    if (documented or atlas_documented.kv_state_params(model.forward)) and not missing:
-        refused = atlas_documented.fit_widths(model, params, kwargs, documented, cfgs, SEQ)
-        if refused:  # made from the docstring, refused by the forward: the processor's kind
-            raise InputsRefused(f"{type(model).__name__}: needs inputs made by its processor "
-                                f"({', '.join(documented)}: made to the shapes its docstring "
-                                f"gives, the forward refused them: {refused[:100]})")
-    if missing:
-        raise ModelSkip(f"{type(model).__name__}: needs inputs made by its processor "
-                        f"({', '.join(missing)}), which a config alone does not give")  # fmt: skip
-    if not real:
-        kwargs = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
-    if "use_cache" in params:
-        kwargs["use_cache"] = False
-    return (), kwargs

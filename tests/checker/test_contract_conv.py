@@ -11,7 +11,7 @@ import pytest
 from testpaths import MODELS
 
 from opcheck.checker.check import Restriction, check
-from opcheck.checker.contract import judge_dims, spatial_dims
+from opcheck.checker.contract_dims import judge_dims, spatial_dims
 from opcheck.checker.restrictions import all_restrictions
 from opcheck.core.oplist import Signature
 from opcheck.db.catalog import Catalog

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from opcheck.core.oplist import RECORDER_FAKE
-from opcheck.tracers import atlas_audio, atlas_hf
+from opcheck.tracers import atlas_audio, atlas_hf_inputs
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -197,7 +197,7 @@ def test_a_streaming_model_gets_its_frames_per_text_token() -> None:
     )  # fmt: skip
     torch.manual_seed(0)
     model = transformers.VoxtralRealtimeForConditionalGeneration(cfg).eval()
-    made = atlas_hf.make_inputs(model, cfg, real=True)[1]
+    made = atlas_hf_inputs.make_inputs(model, cfg, real=True)[1]
     ids = made["input_ids"].shape[-1]
     assert tuple(made["input_features"].shape) == (1, 16, ids * cfg.audio_length_per_tok)
     with torch.no_grad():

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from opcheck.tracers import atlas_hf, atlas_hf_config, atlas_tvops  # noqa: E402
+from opcheck.tracers import atlas_hf, atlas_hf_config, atlas_hf_inputs, atlas_tvops  # noqa: E402
 from opcheck.tracers.atlas_layouts import fit_image_side  # noqa: E402
 
 
@@ -97,7 +97,7 @@ def test_a_holder_without_layers_names_which_layers_of_its_encoder_it_reads() ->
 
 def test_the_image_fits_the_scale_ratios_and_the_windows_of_its_config() -> None:
     depth = transformers.DepthProConfig()
-    cfgs = atlas_hf._subconfigs(depth)
+    cfgs = atlas_hf_inputs.subconfigs(depth)
     # a 384 patch cut from a quarter-size copy: the image at least four patches wide
     assert fit_image_side(cfgs, 384, 384) == (1536, 1536)
     rf = transformers.RfDetrConfig().backbone_config
@@ -134,7 +134,7 @@ def test_a_timm_backbone_left_unnamed_gets_the_timm_wrappers_default() -> None:
 def test_a_neck_takes_its_backbones_width() -> None:
     cfg = transformers.VitMatteConfig()
     assert (cfg.hidden_size, cfg.backbone_config.hidden_size) == (384, 768)
-    assert atlas_hf_config.fit_neck_widths(atlas_hf._subconfigs(cfg))
+    assert atlas_hf_config.fit_neck_widths(atlas_hf_inputs.subconfigs(cfg))
     assert cfg.hidden_size == 768
     # small and real: the decoder now takes the backbone's features
     bb = cfg.backbone_config

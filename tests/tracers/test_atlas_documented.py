@@ -8,13 +8,13 @@ from typing import Any, ClassVar
 
 import pytest
 
-from opcheck.tracers import atlas_documented, atlas_hf, atlas_layouts
+from opcheck.tracers import atlas_documented, atlas_hf_inputs, atlas_layouts
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 def _inputs(model: Any) -> dict[str, Any]:
-    return atlas_hf.make_inputs(model.eval(), model.config, real=True)[1]
+    return atlas_hf_inputs.make_inputs(model.eval(), model.config, real=True)[1]
 
 
 def test_a_trajectory_model_gets_every_input_its_docstring_requires() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from opcheck.core.oplist import RECORDER_FAKE
-from opcheck.tracers import atlas_inputs
+from opcheck.tracers import atlas_hf_inputs, atlas_inputs
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -191,11 +191,11 @@ def test_a_dual_encoder_is_fed_every_modality_but_not_on_the_text_path() -> None
 
 
 def test_qwen2_vl_inputs_run_its_conv3d_patch_embedding_on_the_real_data_device() -> None:
-    from opcheck.tracers import atlas_hf, atlas_trace
+    from opcheck.tracers import atlas_trace
 
     model = _tiny_qwen2_vl()
     atlas_inputs.watch_towers(model)
-    _, kwargs = atlas_hf.make_inputs(model, model.config, real=True)
+    _, kwargs = atlas_hf_inputs.make_inputs(model, model.config, real=True)
     # one image of 4 x 4 patches: 4 placeholder tokens after the 2 x 2 merge
     assert int((kwargs["input_ids"] == 60).sum()) == 4
     ol = atlas_trace.record_real(model, (), kwargs, train=False, label="tiny-qwen2-vl")

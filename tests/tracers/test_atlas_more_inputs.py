@@ -1,5 +1,5 @@
 """Inputs the atlas makes by the library's conventions beyond plain images and text (tracers/
-atlas_hf.py make_inputs, tracers/atlas_inputs.py), on tiny configs built here (no network):
+atlas_hf_inputs.py make_inputs, tracers/atlas_inputs.py), on tiny configs built here (no network):
 video clips sized from the config's frame count, image pairs for keypoint matching."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from opcheck.tracers import atlas_hf, atlas_inputs, atlas_layouts
+from opcheck.tracers import atlas_hf, atlas_hf_inputs, atlas_inputs, atlas_layouts
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 
 def _inputs(model: Any) -> dict[str, Any]:
-    return atlas_hf.make_inputs(model.eval(), model.config, real=True)[1]
+    return atlas_hf_inputs.make_inputs(model.eval(), model.config, real=True)[1]
 
 
 def test_a_video_input_is_a_clip_of_the_configs_frames_whole_tubelets() -> None:
@@ -78,8 +78,8 @@ def test_region_features_take_the_documented_shape_sized_by_the_config() -> None
     model = transformers.LxmertModel(cfg)
     made = _inputs(model)
     # (batch_size, num_visual_features, visual_feat_dim): the config's width, the text length
-    assert tuple(made["visual_feats"].shape) == (1, atlas_hf.SEQ, 16)
-    assert tuple(made["visual_pos"].shape) == (1, atlas_hf.SEQ, 4)
+    assert tuple(made["visual_feats"].shape) == (1, atlas_hf_inputs.SEQ, 16)
+    assert tuple(made["visual_pos"].shape) == (1, atlas_hf_inputs.SEQ, 4)
     with torch.no_grad():
         model(**made)
 
@@ -89,7 +89,7 @@ def test_token_boxes_are_well_formed_in_the_documented_dtype() -> None:
     torch.manual_seed(0)
     model = transformers.BrosModel(cfg)
     box = _inputs(model)["bbox"]
-    assert tuple(box.shape) == (1, atlas_hf.SEQ, 4)
+    assert tuple(box.shape) == (1, atlas_hf_inputs.SEQ, 4)
     assert box.is_floating_point() and float(box.min()) >= 0 and float(box.max()) <= 1
     assert bool((box[..., 0] <= box[..., 2]).all() and (box[..., 1] <= box[..., 3]).all())
     with torch.no_grad():
@@ -97,7 +97,7 @@ def test_token_boxes_are_well_formed_in_the_documented_dtype() -> None:
     # LayoutLM documents LongTensor boxes in its 0-1000 embedding range
     with torch.device("meta"):
         layout = transformers.LayoutLMModel(transformers.LayoutLMConfig(num_hidden_layers=1))
-    long_box = atlas_hf.make_inputs(layout, layout.config, real=True)[1]["bbox"]
+    long_box = atlas_hf_inputs.make_inputs(layout, layout.config, real=True)[1]["bbox"]
     assert long_box.dtype == torch.long and int(long_box.max()) <= 1000
 
 
@@ -178,7 +178,7 @@ def test_image_positions_marked_by_a_mask_hold_the_configs_token_count() -> None
     model = transformers.Kosmos2ForConditionalGeneration(cfg)
     made = _inputs(model)
     mask = made["image_embeds_position_mask"]
-    assert mask.shape == made["input_ids"].shape == (1, atlas_hf.SEQ + 4)
+    assert mask.shape == made["input_ids"].shape == (1, atlas_hf_inputs.SEQ + 4)
     assert int(mask.sum()) == 4 and mask[0, 2:6].tolist() == [1, 1, 1, 1]
     with torch.no_grad():  # without the mask the image features have nowhere to go
         model(**made)
@@ -195,7 +195,7 @@ def test_a_model_whose_only_placeholder_is_a_videos_gets_a_clip_and_its_tokens()
                      "word_embed_proj_dim": 32},
         num_query_tokens=2,
     )  # fmt: skip
-    cfgs = atlas_hf._subconfigs(cfg)
+    cfgs = atlas_hf_inputs.subconfigs(cfg)
     atlas_inputs.fit_placeholder_ids(cfgs)  # the default config leaves the video token unset
     atlas_inputs.fit_vocab(cfgs)
     torch.manual_seed(0)
