@@ -17,7 +17,7 @@ from typing import Any
 
 # a special token id read on the module's config or one of its sub-configs
 _READ_TOKEN = re.compile(r"self\.config\.(?:(\w+_config)\.)?(\w+_token_(?:id|index))\b")
-# the text ids the atlas makes (atlas_hf.SEQ ids from 5): a made-up token keeps clear of them
+# the text ids the atlas makes (atlas_hf_inputs.SEQ ids from 5): a made-up token keeps clear of them
 _TEXT_IDS = range(0, 32)
 
 

@@ -135,10 +135,22 @@ def _trace_both(
             built = None  # the first model's memory back before the second is built
     if ol is None:
         real_why = "; then ".join(dict.fromkeys(real_whys))
-        raise TraceError(f"{why}; the real-data recorder failed too: {real_why}") from None
+        # each reason clipped on its own: the row keeps ROW_ERROR_CHARS, and a long fake-trace
+        # reason would otherwise hide the real-data one, usually the telling one
+        raise TraceError(f"{_clip(why)}; the real-data recorder failed too: "
+                         f"{_clip(real_why)}") from None
     ol.notes.insert(0, f"fake-tensor trace stopped ({why}): recorded on the real-data device "
                     "instead (random weights, small real inputs)")  # fmt: skip
     return ol
+
+
+# an atlas row keeps 500 characters of error (checker.zoo.ERROR_CHARS): room for both reasons
+REASON_CHARS = 225
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 1].rstrip() + "…"
 
 
 def forget_cached_values(modules: set[str]) -> int:

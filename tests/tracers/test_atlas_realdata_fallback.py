@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from opcheck.core.errors import TraceError
 from opcheck.tracers.inputs import InputSpec
 
 torch = pytest.importorskip("torch")
@@ -252,3 +253,35 @@ def test_a_cache_held_in_a_decorators_closure_is_emptied() -> None:
     assert len(inner) == 2 and all(c.cache_info().currsize == 1 for c in inner)
     assert atlas_trace.forget_cached_values({__name__}) >= 2
     assert all(c.cache_info().currsize == 0 for c in inner)
+
+
+class _LongBranch(torch.nn.Module):  # type: ignore[misc,name-defined]
+    """Branches on a value: the fake trace stops; its real build fails (in the test)."""
+
+    def forward(self, x: Any) -> Any:
+        if x.sum() > -1e9:
+            return x * 2
+        return x
+
+
+def test_both_reasons_fit_the_row_when_the_real_data_run_fails_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from opcheck.checker.zoo import ERROR_CHARS, _one_line
+
+    def build(_library: str, _name: str, *, train: bool = False, real: bool = False,
+              shrink: int | None = None) -> Any:
+        if real:
+            raise TraceError("its default config does not build: can't allocate memory "
+                             + "x" * 600)
+        with torch.device("meta"):
+            return _LongBranch(), (torch.randn(2, 4),), {}
+
+    monkeypatch.setattr(atlas_trace, "build", build)
+    with pytest.raises(TraceError) as caught:
+        atlas_trace.trace_atlas("atlas:transformers/tiny", InputSpec())
+    said = str(caught.value)
+    assert len(said) <= ERROR_CHARS and _one_line(said) == said  # the row keeps all of it
+    assert said.startswith("data-dependent control flow at ")
+    assert "the real-data recorder failed too: its default config does not build: can't " \
+           "allocate memory" in said
