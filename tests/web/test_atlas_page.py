@@ -93,6 +93,21 @@ def test_filters_and_pages() -> None:
     assert page.view_model(rows, rels, {"page": "x"})["page"] == 1
 
 
+def test_a_models_report_lists_its_runs_in_release_order() -> None:
+    def run(first: str, last: str, verdict: str) -> CoverageRec:
+        return CoverageRec(library="transformers", library_version="5.25.0", architecture="x",
+                           first_release=first, last_release=last, verdict=verdict)
+
+    # as the catalog groups them: by fact, not by release
+    rows = [run("2.1.0.post5", "2.1.0.post12", "YES"), run("2.1.0.post3", "2.1.0.post3", "YES"),
+            run("2.1.0.post16", "2.1.0.post18", "YES"), run("2.0.1.rc1", "2.0.1.rc1", "MAYBE"),
+            run("2.9.0.post2", "2.14.0", "YES"), run("2.0.1", "2.1.0.post2", "YES")]
+    report = page.report_model(rows, "transformers", "x", {})
+    assert report is not None
+    assert [r["row"].first_release for r in report["runs"]] == [
+        "2.0.1.rc1", "2.0.1", "2.1.0.post3", "2.1.0.post5", "2.1.0.post16", "2.9.0.post2"]
+
+
 # ----------------------------------------------------------------------------- served
 
 
@@ -137,6 +152,8 @@ def test_the_page_the_model_report_json_and_facets(site: tuple[str, int]) -> Non
     assert all(len(m["cells"]) == len(data["columns"]) for m in data["models"])
     status, html = _get(base + "/-/atlas/transformers/arch012")
     assert status == 200 and "aten::isin.Tensor_Tensor" in html and "cpu_fallback" in html
+    runs = html.split('id="model-runs"', 1)[1]
+    assert runs.index('class="st v-YES"') < runs.index('class="st v-MAYBE"')  # newest first
     assert _get(base + "/-/atlas/transformers/nosuch")[0] == 404
     status, html = _get(base + "/-/atlas/timm/arch057")  # i % 50 == 7: an ERROR row
     assert status == 200 and "needs a tokenizer file" in html

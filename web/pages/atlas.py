@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from opcheck.core.versions import release_key
 from opcheck.db.atlas import catalog_coverage
 from opcheck.db.data import CoverageRec
 from opcheck.web.pages.base import Page, serve_state
@@ -116,7 +117,10 @@ def view_model(rows: Sequence[CoverageRec], releases: Sequence[str],
 
 def report_model(rows: Sequence[CoverageRec], library: str, architecture: str,
                  fixes: dict[str, list[tuple[str, str]]]) -> dict[str, Any] | None:
-    mine = [r for r in rows if r.library == library and r.architecture == architecture]
+    # in release order (the page lists them newest first): the catalog keeps runs grouped by
+    # fact, which read as a shuffled history
+    mine = sorted((r for r in rows if r.library == library and r.architecture == architecture),
+                  key=lambda r: (release_key(r.first_release), release_key(r.last_release)))
     if not mine:
         return None
     runs = []
