@@ -149,8 +149,10 @@ def _frames(model: Any, cfg: dict[str, Any]) -> int:
     video = (re.search(r"3D|Video", type(model).__name__) is not None
              or any(k in cfg for k in temporal)
              or any(isinstance(m, torch.nn.Conv3d) for m in model.modules()))
-    if not video:
-        return 0
+    return _video_frames(model) if video else 0
+
+
+def _video_frames(model: Any) -> int:
     return 5 if _task(type(model).__name__) == "vae" else 4
 
 
@@ -465,15 +467,13 @@ def make_inputs(model: Any, *, real: bool) -> dict[str, Any]:
         if isinstance(found, _Misfit):
             if not _refit(facts, found):
                 break
+        elif _relaid(model, facts, found):
+            pass  # the other latent layout, made below
         elif facts.frames and not tried_layouts:
-            # the other video layout once; kept only when the forward then runs
             tried_layouts = True
-            facts.frames_first = not facts.frames_first
-            other = _inputs(model, cfg, facts)
-            if _misfit(model, _placed(other, real)) is None:
+            other = _other_layout(model, cfg, facts, real)
+            if other is not None:
                 kwargs, found = other, None
-                break
-            facts.frames_first = not facts.frames_first
             break
         else:
             break
@@ -489,6 +489,40 @@ def make_inputs(model: Any, *, real: bool) -> dict[str, Any]:
 
 
 FITS = 4
+
+
+def _other_layout(model: Any, cfg: dict[str, Any], facts: Facts,
+                  real: bool) -> dict[str, Any] | None:
+    """Video inputs the forward runs with, once each: the other layout (frames first or
+    channels first), then a single frame (an image specialization of a video model, which
+    refuses a temporal cache); None, and the facts as they were, when neither runs."""
+    frames, first = facts.frames, facts.frames_first
+    for facts.frames, facts.frames_first in ((frames, not first), (1, first)):
+        other = _inputs(model, cfg, facts)
+        if _misfit(model, _placed(other, real)) is None:
+            return other
+    facts.frames, facts.frames_first = frames, first
+    return None
+# the forward unpacking its latents' shape into more (or fewer) names than the latents have
+# dimensions: ``_, _, num_frames, height, width = x.shape`` on image latents
+_UNPACK = re.compile(r"not enough values to unpack \(expected (\d+), got (\d+)\)"
+                     r"|too many values to unpack \(expected (\d+)\)")
+
+
+def _relaid(model: Any, facts: Facts, failed: Exception) -> bool:
+    """Image latents a video model unpacks as ``(B, C, T, H, W)``, or video latents an image
+    model unpacks as ``(B, C, H, W)``: the other layout (True), by the unpacking's error."""
+    m = _UNPACK.search(str(failed)) if isinstance(failed, ValueError) else None
+    if m is None or facts.samples or facts.packed:
+        return False
+    rank = len(facts.latent())
+    if m.group(1) and int(m.group(2)) == rank == 4 and int(m.group(1)) == 5 and not facts.frames:
+        facts.frames = _video_frames(model)
+        return True
+    if m.group(3) and int(m.group(3)) == 4 and rank == 5 and facts.frames:
+        facts.frames = 0
+        return True
+    return False
 
 
 def _placed(kwargs: dict[str, Any], real: bool) -> dict[str, Any]:

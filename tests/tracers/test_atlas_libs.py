@@ -218,3 +218,41 @@ def test_a_required_input_the_docstring_shapes_is_made_only_when_the_forward_tak
     assert tuple(kwargs["proj_embedding"].shape) == (1, 6)  # embedding_dim from the config
     with pytest.raises(atlas_diffusers.ModelSkip, match=r"needs inputs a pipeline makes \(proj_embedding\)"):
         atlas_diffusers.make_inputs(Prior(embedding_dim=4), real=True)  # the forward wants 6
+
+
+class OneFrameAutoencoderKL(diffusers.ModelMixin, diffusers.ConfigMixin):  # type: ignore[misc]
+    """An image specialization of a video autoencoder: no 3D in its name, no temporal config
+    key, no Conv3d; its forward unpacks (B, C, T, H, W) and refuses more than one frame."""
+
+    @diffusers.configuration_utils.register_to_config  # type: ignore[untyped-decorator]
+    def __init__(self, in_channels: int = 3) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(in_channels, 4, 3, padding=1)
+
+    def forward(self, sample: Any, return_dict: bool = True) -> Any:
+        _, _, frames, _, _ = sample.shape
+        if frames != 1:
+            raise ValueError("this convolution folds the single frame away: no temporal cache")
+        return self.conv(sample[:, :, 0])
+
+
+class FrameUnpacker(OneFrameAutoencoderKL):
+    def forward(self, sample: Any, return_dict: bool = True) -> Any:
+        b, c, t, h, w = sample.shape  # any number of frames
+        return self.conv(sample.permute(0, 2, 1, 3, 4).reshape(b * t, c, h, w))
+
+
+def test_image_latents_a_forward_unpacks_as_video_are_given_frames() -> None:
+    model = FrameUnpacker()
+    kwargs = atlas_diffusers.make_inputs(model, real=True)
+    assert kwargs["sample"].dim() == 5 and kwargs["sample"].shape[2] > 1
+    _runs(model, kwargs)
+
+
+def test_a_video_model_refusing_several_frames_gets_one() -> None:
+    model = OneFrameAutoencoderKL()
+    kwargs = atlas_diffusers.make_inputs(model, real=True)
+    assert tuple(kwargs["sample"].shape[:3]) == (1, 3, 1)
+    _runs(model, kwargs)
+    fake = atlas_diffusers.make_inputs(model, real=False)
+    assert fake["sample"].device.type == "meta" and fake["sample"].shape[2] == 1
