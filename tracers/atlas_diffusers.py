@@ -213,6 +213,10 @@ class Facts:
         lengths = [v for k, v in cfg.items() if TEXT_LENGTH.search(k) and isinstance(v, int)
                    and not isinstance(v, bool) and v > 0]
         self.tokens = lengths[0] if lengths else TOKENS
+        # a second text encoder's own fixed length (``text_len_t5`` for the ``_t5`` inputs)
+        self.tokens_of = {k.rsplit("_", 1)[1]: v for k, v in cfg.items()
+                          if TEXT_LENGTH.search(k.rsplit("_", 1)[0]) and isinstance(v, int)
+                          and not isinstance(v, bool) and v > 0}  # fmt: skip
         self.packed = 0  # > 0: latents packed into tokens of this width (B, S, C)
         self.widths: dict[str, int] = {}
         self.documented: set[str] = set()  # required inputs made from the docstring's shape
@@ -233,6 +237,11 @@ class Facts:
             self.chans = chans or self.chans
         elif last is not None:
             self.packed, self.frames = last, 0
+
+    def tokens_for(self, pname: str) -> int:
+        """The text length of a conditioning input or its mask (``encoder_hidden_states_t5``,
+        ``text_embedding_mask_t5``: the config's ``text_len_t5``)."""
+        return self.tokens_of.get(pname.rsplit("_", 1)[-1], self.tokens)
 
     def latent(self) -> tuple[int, ...]:
         if self.samples:
@@ -308,6 +317,10 @@ def _makers(cfg: dict[str, Any], facts: Facts) -> dict[str, Any]:
         "original_size": lambda: torch.tensor([[pixels, pixels]], dtype=torch.float32),
         "target_size": lambda: torch.tensor([[pixels, pixels]], dtype=torch.float32),
         "crop_coords": lambda: torch.tensor([[0, 0]], dtype=torch.float32),
+        # the six size ids in one (original h, w; target h, w; crop top, left) and a style id
+        "image_meta_size": lambda: torch.tensor([[pixels, pixels, pixels, pixels, 0, 0]],
+                                                dtype=torch.float32),
+        "style": lambda: torch.tensor([0]),
         "img_ids": lambda: torch.zeros(tokens, rope_axes),
         "txt_ids": lambda: torch.zeros(facts.tokens, rope_axes),
     }
@@ -348,10 +361,11 @@ def _inputs(model: Any, cfg: dict[str, Any], facts: Facts) -> dict[str, Any]:
             continue
         if TEXT_NAMES.match(pname):
             width = facts.widths.get(pname) or _text_width(cfg, pname)
-            shape = (1, width) if pname == "pooled_projections" else (1, facts.tokens, width)
+            shape = ((1, width) if pname == "pooled_projections"
+                     else (1, facts.tokens_for(pname), width))
             kwargs[pname] = torch.randn(*shape)
         elif MASK_NAMES.match(pname):
-            kwargs[pname] = torch.ones(1, facts.tokens, dtype=torch.long)
+            kwargs[pname] = torch.ones(1, facts.tokens_for(pname), dtype=torch.long)
         elif pname in made and (required or pname not in ("controlnet_cond", "conditioning_scale")):
             kwargs[pname] = made[pname]()  # optional in the signature, yet pipelines pass them
         elif required and (doc := _documented(model, cfg, pname)) is not None:

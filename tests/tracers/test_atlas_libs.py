@@ -256,3 +256,38 @@ def test_a_video_model_refusing_several_frames_gets_one() -> None:
     _runs(model, kwargs)
     fake = atlas_diffusers.make_inputs(model, real=False)
     assert fake["sample"].device.type == "meta" and fake["sample"].shape[2] == 1
+
+
+class TwoTextEncoders(diffusers.ModelMixin, diffusers.ConfigMixin):  # type: ignore[misc]
+    """Two text encoders of their own fixed lengths (the config's text_len and text_len_t5),
+    their masks, and a pipeline's six size ids and style id (optional in the signature)."""
+
+    @diffusers.configuration_utils.register_to_config  # type: ignore[untyped-decorator]
+    def __init__(self, in_channels: int = 4, cross_attention_dim: int = 8,
+                 cross_attention_dim_t5: int = 12, text_len: int = 5,
+                 text_len_t5: int = 7) -> None:
+        super().__init__()
+        self.pos = torch.nn.Parameter(torch.zeros(text_len + text_len_t5, 1))
+        self.t5 = torch.nn.Linear(cross_attention_dim_t5, cross_attention_dim)
+        self.size_proj = torch.nn.Linear(6, 1)
+        self.style = torch.nn.Embedding(2, 1)
+
+    def forward(self, hidden_states: Any, timestep: Any, encoder_hidden_states: Any = None,
+                text_embedding_mask: Any = None, encoder_hidden_states_t5: Any = None,
+                text_embedding_mask_t5: Any = None, image_meta_size: Any = None,
+                style: Any = None, return_dict: bool = True) -> Any:
+        text = torch.cat([encoder_hidden_states, self.t5(encoder_hidden_states_t5)], dim=1)
+        mask = torch.cat([text_embedding_mask, text_embedding_mask_t5], dim=-1)
+        text = text + self.pos * mask[..., None]  # the lengths the positions cover
+        extra = self.size_proj(image_meta_size) + self.style(style)
+        return hidden_states.mean() + text.mean() + extra.mean() + timestep
+
+
+def test_each_text_encoder_gets_its_own_length_and_the_size_and_style_ids() -> None:
+    model = TwoTextEncoders()
+    kwargs = atlas_diffusers.make_inputs(model, real=True)
+    assert tuple(kwargs["encoder_hidden_states"].shape) == (1, 5, 8)
+    assert tuple(kwargs["encoder_hidden_states_t5"].shape) == (1, 7, 12)
+    assert tuple(kwargs["text_embedding_mask_t5"].shape) == (1, 7)
+    assert tuple(kwargs["image_meta_size"].shape) == (1, 6)
+    _runs(model, kwargs)
