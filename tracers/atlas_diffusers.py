@@ -517,6 +517,8 @@ def _other_layout(model: Any, cfg: dict[str, Any], facts: Facts,
             return other
     facts.frames, facts.frames_first = frames, first
     return None
+
+
 # the forward unpacking its latents' shape into more (or fewer) names than the latents have
 # dimensions: ``_, _, num_frames, height, width = x.shape`` on image latents
 _UNPACK = re.compile(r"not enough values to unpack \(expected (\d+), got (\d+)\)"

@@ -135,8 +135,8 @@ def _trace_both(
             built = None  # the first model's memory back before the second is built
     if ol is None:
         real_why = "; then ".join(dict.fromkeys(real_whys))
-        # each reason clipped on its own: the row keeps ROW_ERROR_CHARS, and a long fake-trace
-        # reason would otherwise hide the real-data one, usually the telling one
+        # each reason clipped on its own (REASON_CHARS): a long fake-trace reason would
+        # otherwise fill the row and hide the real-data one, usually the telling one
         raise TraceError(f"{_clip(why)}; the real-data recorder failed too: "
                          f"{_clip(real_why)}") from None
     ol.notes.insert(0, f"fake-tensor trace stopped ({why}): recorded on the real-data device "
