@@ -335,8 +335,8 @@ def _judge_use(cat: Catalog, doc: FunctionDoc, calls: Sequence[Signature], produ
                 error=_error_for(cat, fn, "product"), basis=basis)], (product,)
         return [], ()  # the page does not name the product: nothing to judge by
     products = [product] if product is not None else list(doc.supported)
-    error = _error_for(cat, fn, "dtype")
-    shaped = dims_restrictions(doc, calls, products, basis, error, inferred=inferred)
+    shaped = dims_restrictions(doc, calls, products, basis,
+                               lambda: _error_for(cat, fn, "dtype"), inferred=inferred)
     failures, fine = judge(doc, calls, products)
     if shaped:
         rejected = {p for r in shaped for p in r.products_failing}

@@ -5,7 +5,7 @@ stride/padding/dilation lists."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from opcheck.checker.check import Restriction
@@ -83,9 +83,11 @@ def judge_dims(doc: FunctionDoc, calls: Iterable[Signature],
 
 
 def dims_restrictions(doc: FunctionDoc, calls: Sequence[Signature], products: Sequence[str],
-                      basis: str, dtype_error: str, *, inferred: bool) -> list[Restriction]:
+                      basis: str, dtype_error: Callable[[], str], *,
+                      inferred: bool) -> list[Restriction]:
     """:func:`judge_dims` as restrictions: what the user would see, where, and the fix.
-    ``dtype_error`` is the return code the function's docs give for a rejected dtype."""
+    ``dtype_error`` reads the return code the function's docs give for a rejected dtype (a
+    catalog read, done only for a rejection that has one)."""
     out: list[Restriction] = []
     for f in judge_dims(doc, calls, products):
         ok = tuple(sorted((p for p in products if p not in f.products), key=product_rank))
@@ -95,7 +97,7 @@ def dims_restrictions(doc: FunctionDoc, calls: Sequence[Signature], products: Se
                 f"{f.dims}-D convolution accepts only {f.limit.replace(',', ', ')} on "
                 f"{product_names(f.products)}; the call has {', '.join(f.dtypes)}")
         # the return codes name no dimensionality: a shape code would be a guess
-        error = dtype_error if f.kind == "dims_dtype" else ""
+        error = dtype_error() if f.kind == "dims_dtype" else ""
         out.append(Restriction(
             doc.function,
             f"{doc.function}: {said}" + (f"; fine on {product_names(ok)}" if ok else "")

@@ -178,4 +178,3 @@ def product_rank(product: str) -> int:
 
 def product_names(products: Iterable[str]) -> str:
     return ", ".join(sorted(products, key=product_rank))
-
