@@ -210,13 +210,13 @@ class Facts:
         self.frames = _frames(model, cfg)
         self.frames_first = bool(self.frames) and _frames_first(model)
         # a model whose positional embeddings cover a fixed text length takes that many tokens
-        lengths = [v for k, v in cfg.items() if TEXT_LENGTH.search(k) and isinstance(v, int)
-                   and not isinstance(v, bool) and v > 0]
+        sizes = {k: v for k, v in cfg.items()
+                 if isinstance(v, int) and not isinstance(v, bool) and v > 0}
+        lengths = [v for k, v in sizes.items() if TEXT_LENGTH.search(k)]
         self.tokens = lengths[0] if lengths else TOKENS
         # a second text encoder's own fixed length (``text_len_t5`` for the ``_t5`` inputs)
-        self.tokens_of = {k.rsplit("_", 1)[1]: v for k, v in cfg.items()
-                          if TEXT_LENGTH.search(k.rsplit("_", 1)[0]) and isinstance(v, int)
-                          and not isinstance(v, bool) and v > 0}  # fmt: skip
+        self.tokens_of = {k.rsplit("_", 1)[1]: v for k, v in sizes.items()
+                          if TEXT_LENGTH.search(k.rsplit("_", 1)[0])}
         self.packed = 0  # > 0: latents packed into tokens of this width (B, S, C)
         self.widths: dict[str, int] = {}
         self.documented: set[str] = set()  # required inputs made from the docstring's shape

@@ -41,7 +41,7 @@ SEQ = 8  # text length: enough for every op a longer sequence sends
 
 
 def subconfigs(cfg: Any) -> list[Any]:
-    """The config and every nested config (text_config, vision_config, encoder, ...)."""
+    """The config (first) and every nested config (text_config, vision_config, encoder, ...)."""
     from transformers import PretrainedConfig
 
     out, stack, seen = [], [cfg], set()
